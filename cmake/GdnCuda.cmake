@@ -1,0 +1,22 @@
+# Decides whether the CUDA backend is built (GDN_CUDA_ENABLED) and sets the
+# CUDA language up: architectures from GDN_CUDA_ARCHITECTURES, runtime linked
+# statically so binaries built here run on the device machine.
+set(GDN_CUDA_ENABLED OFF)
+if(NOT GDN_WITH_CUDA STREQUAL "OFF")
+  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(CMAKE_CUDA_ARCHITECTURES ${GDN_CUDA_ARCHITECTURES})
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    set(GDN_CUDA_ENABLED ON)
+  elseif(GDN_WITH_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "GDN_WITH_CUDA=ON but no CUDA compiler was found (set CUDACXX)")
+  endif()
+endif()
+message(STATUS "gdn-serve: CUDA backend ${GDN_CUDA_ENABLED} (architectures ${GDN_CUDA_ARCHITECTURES})")

@@ -1,0 +1,10 @@
+# Dependencies from Debian's packages (scripts/install_deps.sh installs them).
+find_package(Threads REQUIRED)
+find_package(absl CONFIG REQUIRED)
+find_package(Protobuf REQUIRED)
+find_package(gRPC CONFIG REQUIRED)
+find_package(prometheus-cpp CONFIG REQUIRED)
+if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)
+  find_package(GTest CONFIG REQUIRED)
+endif()
+find_program(GDN_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)

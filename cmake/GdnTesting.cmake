@@ -1,0 +1,13 @@
+# gdn_add_test(NAME name SOURCES ... LIBS ... [LABELS ...])
+# A GoogleTest binary whose tests ctest discovers one by one.
+include(GoogleTest)
+function(gdn_add_test)
+  cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;LABELS" ${ARGN})
+  add_executable(${T_NAME} ${T_SOURCES})
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gmock GTest::gtest_main)
+  set(props)
+  if(T_LABELS)
+    set(props PROPERTIES LABELS "${T_LABELS}")
+  endif()
+  gtest_discover_tests(${T_NAME} DISCOVERY_TIMEOUT 60 ${props})
+endfunction()

@@ -1,0 +1,105 @@
+// The Gated DeltaNet operator's configuration: shapes, dtypes and options.
+//
+// This header is shared by every backend (cpu, cuda), the float64 oracle, the
+// state cache and the server. It has no CUDA includes.
+//
+// The operator (per sequence, per value head h, token t; see shared/GDN.md):
+//   S   = exp(g_t) * S                  decay, g_t <= 0 (log space)
+//   u_t = beta_t * (v_t - S^T k_t)      delta-rule correction
+//   S   = S + k_t u_t^T                 rank-1 write
+//   o_t = S^T (scale * q_t)             read
+// with S of shape [K, V], q/k from q/k head h / (Hv / Hqk) (grouped values).
+#ifndef GDN_KERNELS_GDN_TYPES_H_
+#define GDN_KERNELS_GDN_TYPES_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace gdn {
+
+// Element type of q, k, v and o (activations on the wire and in the kernels).
+enum class DType : int { kF32 = 0, kBF16 = 1, kF16 = 2 };
+
+// Storage type of a recurrent state page. Arithmetic on the state is always
+// fp32; storage rounds once per step (round to nearest even). Quantised types
+// with per-row scales fit the page layout (see StatePageLayout) and will be
+// added as new enumerators.
+enum class StateDType : int { kF32 = 0, kBF16 = 1 };
+
+// How the decay g and write strength beta reach the kernel.
+enum class GatingMode : int {
+  // g [T, Hv] (log space, <= 0) and beta [T, Hv] in (0, 1) are given.
+  kDirect = 0,
+  // The Qwen3-Next layer: raw a [T, Hv], b [T, Hv] and per-head A_log [Hv],
+  // dt_bias [Hv]; the kernel computes
+  //   g = -exp(A_log[h]) * softplus(a + dt_bias[h]),  beta = sigmoid(b),
+  // with softplus(x) = x for x > 20.
+  kFused = 1,
+};
+
+size_t DTypeSize(DType dtype);
+size_t StateDTypeSize(StateDType dtype);
+absl::string_view DTypeName(DType dtype);            // "fp32", "bf16", "fp16"
+absl::string_view StateDTypeName(StateDType dtype);  // "fp32", "bf16"
+absl::string_view GatingModeName(GatingMode mode);   // "direct", "fused"
+bool ParseDType(absl::string_view name, DType* out);
+bool ParseStateDType(absl::string_view name, StateDType* out);
+bool ParseGatingMode(absl::string_view name, GatingMode* out);
+
+// The shape of one GDN layer. The default is Qwen3-Next-80B at TP1.
+struct LayerShape {
+  int num_qk_heads = 16;  // Hqk
+  int num_v_heads = 32;   // Hv, a multiple of Hqk (grouped value attention)
+  int head_dim_k = 128;   // K: 64 or 128
+  int head_dim_v = 128;   // V: 64 or 128
+
+  int group_size() const { return num_v_heads / num_qk_heads; }
+};
+
+// Everything that selects a kernel instance. Fixed per server (per layer
+// configuration), validated once with ValidateOptions.
+struct GdnOptions {
+  LayerShape shape;
+  DType input_dtype = DType::kBF16;  // q, k, v and o
+  StateDType state_dtype = StateDType::kF32;
+  GatingMode gating = GatingMode::kDirect;
+  bool l2_norm_qk = true;  // q, k <- x / sqrt(sum(x^2) + 1e-6), in fp32
+  float scale = 0.0f;      // 0 means K^-1/2
+
+  float effective_scale() const;
+};
+
+// Tokens one sequence may bring to Decode (speculative verification needs
+// several); longer sequences go through Prefill.
+inline constexpr int kMaxDecodeTokens = 8;
+
+// Epsilon of the in-kernel L2 norm.
+inline constexpr float kL2NormEps = 1e-6f;
+
+// Returns InvalidArgument naming the first unsupported field, or OK.
+absl::Status ValidateOptions(const GdnOptions& options);
+
+// The bytes of one state page: one (session, layer) state.
+//
+// Layout: [Hv, K, V] elements of state_dtype, V fastest (the same as
+// flash-linear-attention's final_state [N, H, K, V] for one sequence), then
+// scales_bytes of per-row scales for quantised dtypes (0 for fp32 / bf16).
+// Pages are padded to a multiple of 256 bytes so that every page starts
+// aligned for vector loads and bulk copies.
+struct StatePageLayout {
+  size_t state_bytes = 0;   // Hv * K * V * StateDTypeSize
+  size_t scales_bytes = 0;  // 0 for the unquantised dtypes
+  size_t page_bytes = 0;    // state_bytes + scales_bytes, rounded up to 256
+
+  static StatePageLayout For(const LayerShape& shape, StateDType dtype);
+};
+
+std::string DescribeOptions(const GdnOptions& options);
+
+}  // namespace gdn
+
+#endif  // GDN_KERNELS_GDN_TYPES_H_
