@@ -25,7 +25,9 @@ namespace gdn {
 enum class DType : int { kF32 = 0, kBF16 = 1, kF16 = 2 };
 
 // Storage type of a recurrent state page. Arithmetic on the state is always
-// fp32; storage rounds once per step (round to nearest even). Quantised types
+// fp32: a call loads the state once, keeps it in fp32 across all of its
+// tokens, and rounds once when it stores it (round to nearest even). So a
+// decode step rounds once per step, and a prefill once per call. Quantised types
 // with per-row scales fit the page layout (see StatePageLayout) and will be
 // added as new enumerators.
 enum class StateDType : int { kF32 = 0, kBF16 = 1 };

@@ -98,7 +98,9 @@ struct WriteLease {
 class StateCache {
  public:
   // Allocates the device pool and host tier through `backend` (kept, not
-  // owned; must outlive the cache).
+  // owned; must outlive the cache). InvalidArgument unless
+  // layout.page_bytes is a non-zero multiple of 256 and the device budget
+  // holds at least one page.
   static absl::StatusOr<std::unique_ptr<StateCache>> Create(
       const StateCacheConfig& config, Backend* backend);
   virtual ~StateCache() = default;
@@ -108,6 +110,8 @@ class StateCache {
   virtual const StateCacheConfig& config() const = 0;
 
   // Sessions. Ids are non-empty strings chosen by the caller.
+  // Close and Fork of a session with a write in flight (a lease not yet
+  // committed or aborted) are FailedPrecondition.
   virtual absl::Status CreateSession(const std::string& id) = 0;  // AlreadyExists
   virtual absl::Status CloseSession(const std::string& id) = 0;   // NotFound
   // `child` shares every page of `parent` (copy-on-write) and its positions.
@@ -130,11 +134,16 @@ class StateCache {
   // The kernel wrote lease.write_page: it becomes the state, at new_position.
   virtual void Commit(const WriteLease& lease, int64_t new_position) = 0;
   // The kernel did not run (or failed): the stored state is as before.
+  // (A kernel that failed half-way through an in-place write, read_page ==
+  // write_page, may have left that page changed: the cache cannot undo it.)
   virtual void Abort(const WriteLease& lease) = 0;
+  // Commit / Abort of a lease that is not in flight (finished already) are
+  // ignored.
 
   // Export / import of one (session, layer) state as host bytes of
   // page_bytes (migration, snapshots). Export of a never-written layer gives
-  // an empty vector and position 0. Import requires an existing session.
+  // an empty vector and position 0. Import requires an existing session;
+  // both are FailedPrecondition on a layer with a write in flight.
   struct LayerState {
     int64_t position = 0;
     std::vector<uint8_t> bytes;  // empty = zero state
@@ -144,7 +153,8 @@ class StateCache {
   virtual absl::Status ImportLayer(const std::string& session, int32_t layer,
                                    const LayerState& state) = 0;
 
-  // Closes sessions whose last access is before `cutoff`; returns their ids.
+  // Closes sessions whose last access is before `cutoff`; returns their ids,
+  // least recently used first. Sessions with a write in flight are kept.
   virtual std::vector<std::string> ExpireIdle(absl::Time cutoff) = 0;
 
   virtual StateCacheStats Stats() const = 0;

@@ -1,0 +1,219 @@
+#include "client/bench/session_runner.h"
+
+#include <algorithm>
+#include <memory>
+#include <thread>
+
+#include "client/forward_split.h"
+
+namespace gdn::client::bench {
+
+struct SessionRunner::Lane {
+  std::vector<std::string> ids;
+  std::vector<int64_t> positions;
+  std::vector<SessionWork> work;
+  std::unique_ptr<ForwardStream> stream;  // streaming transport only
+};
+
+UnitPlan MakeUnitPlan(const BenchConfig& config, std::mt19937_64& rng,
+                      const TraceRecord* trace_record) {
+  UnitPlan plan;
+  plan.fork = config.fork_fanout > 0;
+  plan.shared_prefix_tokens = config.shared_prefix_tokens;
+  const int n = UnitSessions(config);
+  for (int i = 0; i < n; ++i) {
+    SessionWork w;
+    if (trace_record != nullptr) {
+      w.prefill_tokens = trace_record->prefill_tokens;
+      w.decode_steps = trace_record->decode_steps;
+    } else {
+      w.prefill_tokens = config.prefill_tokens.Sample(rng);
+      w.decode_steps = config.decode_steps.Sample(rng);
+    }
+    if (w.prefill_tokens + w.decode_steps == 0) w.decode_steps = 1;  // every session does something
+    plan.sessions.push_back(w);
+  }
+  return plan;
+}
+
+SessionRunner::SessionRunner(GdnClient* client, const RequestFactory* factory,
+                             const BenchConfig& config, Recorder* recorder,
+                             Clock::time_point stop_at, uint64_t seed)
+    : client_(client), factory_(factory), config_(config), recorder_(recorder),
+      stop_at_(stop_at), rng_(seed) {}
+
+bool SessionRunner::TimeUp() const { return Clock::now() >= stop_at_; }
+
+bool SessionRunner::CreateSessions(int n, std::vector<std::string>* ids) {
+  for (int i = 0; i < n; ++i) {
+    const Clock::time_point t0 = Clock::now();
+    absl::StatusOr<std::string> id = client_->CreateSession();
+    recorder_->RecordCall(CallType::kCreate, t0, Clock::now(), id.status());
+    if (!id.ok()) return false;
+    ids->push_back(*id);
+  }
+  return true;
+}
+
+bool SessionRunner::ForkSessions(const std::string& parent, int n, std::vector<std::string>* ids) {
+  for (int i = 0; i < n; ++i) {
+    const Clock::time_point t0 = Clock::now();
+    absl::StatusOr<std::string> id = client_->ForkSession(parent);
+    recorder_->RecordCall(CallType::kFork, t0, Clock::now(), id.status());
+    if (!id.ok()) return false;
+    ids->push_back(*id);
+  }
+  return true;
+}
+
+bool SessionRunner::CloseSessions(const std::vector<std::string>& ids) {
+  bool ok = true;
+  for (const std::string& id : ids) {
+    const Clock::time_point t0 = Clock::now();
+    absl::Status closed = client_->CloseSession(id);
+    recorder_->RecordCall(CallType::kClose, t0, Clock::now(), closed);
+    ok = ok && closed.ok();
+  }
+  return ok;
+}
+
+bool SessionRunner::Forward(Lane& lane, const std::vector<SequenceSlot>& seqs, int layer,
+                            bool prefill, std::mt19937_64& rng) {
+  v1::ForwardRequest request = factory_->Build(layer, seqs, rng);
+  int64_t tokens = 0;
+  for (const SequenceSlot& s : seqs) tokens += s.num_tokens;
+  const CallType type = prefill ? CallType::kPrefill : CallType::kDecode;
+  const Clock::time_point t0 = Clock::now();
+  absl::Status status;
+  int64_t parts = 1;
+  if (lane.stream != nullptr) {
+    absl::StatusOr<uint64_t> sent = lane.stream->Send(std::move(request));
+    status = sent.status();
+    if (status.ok()) status = lane.stream->Receive().status();
+  } else {
+    // Parts the client splits it into (the server counts each).
+    absl::StatusOr<std::vector<ForwardPart>> split =
+        SplitForwardRequest(request, client_->EffectiveMessageLimit());
+    if (split.ok()) parts = static_cast<int64_t>(split->size());
+    status = client_->Forward(request).status();
+  }
+  const Clock::time_point t1 = Clock::now();
+  if (lane.stream != nullptr) {
+    // The server counts each stream message as one "ForwardStream" request.
+    recorder_->RecordRpc("ForwardStream", status);
+    recorder_->RecordCall(type, t0, t1, status, tokens, 0);
+  } else {
+    recorder_->RecordCall(type, t0, t1, status, tokens, parts);
+  }
+  return status.ok();
+}
+
+bool SessionRunner::RunLane(Lane& lane, Clock::time_point start, std::mt19937_64& rng,
+                            bool session_metrics) {
+  if (config_.stream) lane.stream = client_->OpenForwardStream();
+  bool ok = true;
+  bool first_output_seen = false;
+  auto first_output = [&](Clock::time_point t) {
+    if (first_output_seen || !session_metrics) return;
+    first_output_seen = true;
+    for (size_t i = 0; i < lane.ids.size(); ++i) recorder_->RecordTtfo(start, t);
+  };
+  // Prefill: sessions with tokens to prefill, one Forward per layer.
+  std::vector<SequenceSlot> seqs;
+  for (size_t i = 0; i < lane.ids.size(); ++i) {
+    if (lane.work[i].prefill_tokens > 0) {
+      seqs.push_back({lane.ids[i], lane.positions[i], lane.work[i].prefill_tokens});
+    }
+  }
+  if (!seqs.empty()) {
+    for (int layer = 0; layer < config_.layers && ok; ++layer) {
+      if (TimeUp()) return false;
+      ok = Forward(lane, seqs, layer, /*prefill=*/true, rng);
+    }
+    if (!ok) return false;
+    for (size_t i = 0; i < lane.ids.size(); ++i) lane.positions[i] += lane.work[i].prefill_tokens;
+    first_output(Clock::now());
+  }
+  // Decode: per step one token for each session that still decodes.
+  int steps = 0;
+  for (const SessionWork& w : lane.work) steps = std::max(steps, w.decode_steps);
+  for (int step = 0; step < steps && ok; ++step) {
+    seqs.clear();
+    std::vector<size_t> who;
+    for (size_t i = 0; i < lane.ids.size(); ++i) {
+      if (step < lane.work[i].decode_steps) {
+        seqs.push_back({lane.ids[i], lane.positions[i], 1});
+        who.push_back(i);
+      }
+    }
+    const Clock::time_point t0 = Clock::now();
+    for (int layer = 0; layer < config_.layers && ok; ++layer) {
+      if (TimeUp()) return false;
+      ok = Forward(lane, seqs, layer, /*prefill=*/false, rng);
+    }
+    if (!ok) return false;
+    const Clock::time_point t1 = Clock::now();
+    recorder_->RecordDecodeStep(t0, t1);
+    first_output(t1);
+    for (size_t i : who) ++lane.positions[i];
+    if (config_.think_ms > 0 && step + 1 < steps) {
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(config_.think_ms));
+    }
+  }
+  if (lane.stream != nullptr) {
+    absl::Status finished = lane.stream->Finish();
+    if (!finished.ok()) ok = false;
+  }
+  return ok;
+}
+
+bool SessionRunner::RunUnit(const UnitPlan& plan, Clock::time_point start) {
+  const int group = config_.sessions_per_call;
+  recorder_->RecordSessionStarts(start, static_cast<int>(plan.sessions.size()));
+  std::vector<std::string> children;
+  bool ok = true;
+  if (!plan.fork) {
+    ok = CreateSessions(static_cast<int>(plan.sessions.size()), &children);
+  } else {
+    // The shared prefix: one parent prefilled over every layer, then forked.
+    std::vector<std::string> parent;
+    ok = CreateSessions(1, &parent);
+    if (ok && plan.shared_prefix_tokens > 0) {
+      Lane lane;
+      lane.ids = parent;
+      lane.positions = {0};
+      lane.work = {{plan.shared_prefix_tokens, 0}};
+      ok = RunLane(lane, start, rng_, /*session_metrics=*/false);
+    }
+    if (ok) ok = ForkSessions(parent[0], static_cast<int>(plan.sessions.size()), &children);
+    if (!parent.empty()) ok = CloseSessions(parent) && ok;
+  }
+  if (ok) {
+    // Lanes of `group` sessions; the first runs here, the others on threads.
+    const int lanes = (static_cast<int>(children.size()) + group - 1) / group;
+    std::vector<Lane> lane(lanes);
+    for (size_t i = 0; i < children.size(); ++i) {
+      Lane& l = lane[i / group];
+      l.ids.push_back(children[i]);
+      l.positions.push_back(plan.fork ? plan.shared_prefix_tokens : 0);
+      l.work.push_back(plan.sessions[i]);
+    }
+    std::vector<char> lane_ok(lanes, 0);
+    std::vector<std::thread> threads;
+    for (int i = 1; i < lanes; ++i) {
+      const uint64_t seed = rng_();
+      threads.emplace_back([&, i, seed] {
+        std::mt19937_64 rng(seed);
+        lane_ok[i] = RunLane(lane[i], start, rng, /*session_metrics=*/true);
+      });
+    }
+    if (lanes > 0) lane_ok[0] = RunLane(lane[0], start, rng_, /*session_metrics=*/true);
+    for (std::thread& t : threads) t.join();
+    for (char l : lane_ok) ok = ok && l;
+  }
+  ok = CloseSessions(children) && ok;
+  recorder_->RecordUnitDone(start, static_cast<int>(children.size()), ok);
+  return ok;
+}
+
+}  // namespace gdn::client::bench

@@ -1,0 +1,70 @@
+// Runs one unit of work (workload.h) over one GdnClient: creates (or forks)
+// its sessions, prefills, decodes with think time, closes, recording every
+// call, the sessions' time to first output and their decode step times into
+// the Recorder. Forward goes unary or over one ForwardStream per group.
+//
+// A unit stops early, without counting an error, when `stop_at` passes; it
+// stops at its first failed call (recorded), and closes what it created
+// either way.
+#ifndef GDN_CLIENT_BENCH_SESSION_RUNNER_H_
+#define GDN_CLIENT_BENCH_SESSION_RUNNER_H_
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "client/bench/recorder.h"
+#include "client/bench/request_factory.h"
+#include "client/bench/workload.h"
+#include "client/gdn_client.h"
+
+namespace gdn::client::bench {
+
+// What each session of a unit does.
+struct SessionWork {
+  int prefill_tokens = 0;
+  int decode_steps = 0;
+};
+
+struct UnitPlan {
+  int shared_prefix_tokens = 0;     // fork mode: the parent's prefill
+  bool fork = false;
+  std::vector<SessionWork> sessions;  // the group, or the parent's children
+};
+
+// Draws a unit from the config's length specs (or `trace_record`, when given).
+UnitPlan MakeUnitPlan(const BenchConfig& config, std::mt19937_64& rng,
+                      const TraceRecord* trace_record = nullptr);
+
+class SessionRunner {
+ public:
+  SessionRunner(GdnClient* client, const RequestFactory* factory, const BenchConfig& config,
+                Recorder* recorder, Clock::time_point stop_at, uint64_t seed);
+
+  // True when every call succeeded. `start` is the sessions' start time
+  // (open loop: the scheduled arrival).
+  bool RunUnit(const UnitPlan& plan, Clock::time_point start);
+
+ private:
+  struct Lane;  // sessions driven together, one Forward per layer
+  // `session_metrics`: record TTFO for the lane's sessions (not for a
+  // fork parent, whose prefill is the children's shared prefix).
+  bool RunLane(Lane& lane, Clock::time_point start, std::mt19937_64& rng, bool session_metrics);
+  bool Forward(Lane& lane, const std::vector<SequenceSlot>& seqs, int layer, bool prefill,
+               std::mt19937_64& rng);
+  bool CreateSessions(int n, std::vector<std::string>* ids);
+  bool ForkSessions(const std::string& parent, int n, std::vector<std::string>* ids);
+  bool CloseSessions(const std::vector<std::string>& ids);
+  bool TimeUp() const;
+
+  GdnClient* const client_;
+  const RequestFactory* const factory_;
+  const BenchConfig& config_;
+  Recorder* const recorder_;
+  const Clock::time_point stop_at_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace gdn::client::bench
+
+#endif  // GDN_CLIENT_BENCH_SESSION_RUNNER_H_

@@ -1,0 +1,107 @@
+// gdn-bench's load, the way model runners drive the server. The unit of work
+// is a group of `sessions_per_call` sessions driven together (one Forward per
+// layer carries the whole group): create them, prefill (one Forward per
+// layer), decode steps (per step one Forward per layer, one token per
+// session still decoding, `think_ms` between steps), close them. With
+// `fork_fanout` > 0 a unit is instead one parent session prefilled with
+// `shared_prefix_tokens`, forked `fork_fanout` times and closed; the children
+// then run in groups of `sessions_per_call`, each group on its own thread,
+// continuing from the prefix with their own prefill and decode.
+//
+// Closed loop: sessions / unit-size workers, each running units back to back.
+// Open loop: units arrive at `rate` sessions/s (Poisson or gamma gaps, or the
+// trace's arrival times) and run on a pool of `client_threads` threads; an
+// arrival that finds no free thread starts late, which the report calls out
+// (the client, not the server, is then the limit).
+//
+// A run lasts `warmup_s` + `duration_s`, or until `rounds` units per worker
+// (closed) / `num_sessions` sessions (open) have run. Calls that start during
+// the warm-up are reported apart.
+#ifndef GDN_CLIENT_BENCH_WORKLOAD_H_
+#define GDN_CLIENT_BENCH_WORKLOAD_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "client/bench/bench_stats.h"
+#include "client/bench/client_load.h"
+#include "client/bench/length_spec.h"
+#include "client/bench/recorder.h"
+#include "client/bench/server_metrics.h"
+#include "client/bench/stability.h"
+#include "client/bench/trace.h"
+#include "gdn/v1/gdn.pb.h"
+
+namespace gdn::client::bench {
+
+enum class LoopMode { kClosed, kOpen };
+
+struct BenchConfig {
+  std::string server = "127.0.0.1:50051";
+  std::string metrics;  // HOST:PORT of the server's /metrics; empty: not scraped
+
+  LoopMode mode = LoopMode::kClosed;
+  int sessions = 8;           // closed loop: concurrent sessions
+  double rate = 0;            // open loop: sessions per second
+  std::string arrival = "poisson";  // open loop: poisson or gamma
+  double burstiness = 1.0;    // gamma shape (1 = Poisson, < 1 burstier)
+  int num_sessions = 0;       // open loop: sessions to start (0: by duration)
+  int client_threads = 64;    // open loop: units in flight at most
+
+  LengthSpec prefill_tokens = LengthSpec::Fixed(128);
+  LengthSpec decode_steps = LengthSpec::Fixed(32);
+  std::vector<TraceRecord> trace;  // non-empty: open-loop replay
+  std::string trace_file;          // for the report
+  double trace_speed = 1.0;        // arrival times divided by this
+  int layers = 0;                  // 0: all of the server's layers
+  double think_ms = 0;             // between decode steps of a session
+  int shared_prefix_tokens = 0;    // fork mode: the parent's prefill
+  int fork_fanout = 0;             // > 0: fork mode
+  int sessions_per_call = 1;       // sessions batched into one Forward
+  bool stream = false;             // ForwardStream instead of unary Forward
+
+  int channels = 0;           // 0: one per thread, at most 8
+  double warmup_s = 0;
+  double duration_s = 10;     // when rounds / num_sessions are 0
+  int rounds = 0;             // closed loop: > 0: exactly this many units per worker
+  double window_s = 0;        // measurement window (0: measured time / 3)
+  double stability_pct = 20;  // consecutive windows may differ this much
+  uint64_t seed = 1;
+  double deadline_s = 60;     // per call
+  int64_t max_message_bytes = 64 << 20;
+  bool progress = true;       // a line on stderr each second
+  std::string label;          // e.g. "concurrency=4" in a sweep
+};
+
+// InvalidArgument naming the first bad flag.
+absl::Status ValidateConfig(const BenchConfig& config);
+// Sessions in one unit of work (a group, or a parent's children).
+int UnitSessions(const BenchConfig& config);
+
+struct BenchResult {
+  BenchConfig config;  // with layers / channels resolved
+  int workers = 0;     // closed: workers; open: client threads
+  v1::ServerInfoResponse server;
+  BenchStats measured;  // calls that started after the warm-up
+  BenchStats warmup;    // calls that started during the warm-up
+  RpcCounts rpcs;       // every RPC sent, warm-up included
+  std::vector<WindowStats> windows;
+  StabilityVerdict stability;
+  double elapsed_s = 0;   // the whole run
+  double measured_s = 0;  // from the end of the warm-up to the end
+  ClientLoad client_load;
+  LatencyHistogram schedule_lag;  // open loop, measured arrivals
+  int64_t late_starts = 0;        // open loop: > 1 ms behind schedule
+  std::vector<std::string> client_bottleneck;  // reasons; empty: the client kept up
+  bool have_server_metrics = false;
+  ServerMetricsDelta server_metrics;  // whole run (warm-up included)
+};
+
+absl::StatusOr<BenchResult> RunBench(const BenchConfig& config);
+
+}  // namespace gdn::client::bench
+
+#endif  // GDN_CLIENT_BENCH_WORKLOAD_H_

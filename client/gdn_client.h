@@ -1,0 +1,180 @@
+// GdnClient: the C++ client of gdn.v1.GdnService (proto/gdn/v1/gdn.proto).
+//
+// Every call returns absl::Status / StatusOr; gRPC statuses are mapped in one
+// place (client/grpc_status.h). Each call gets the options' deadline.
+//
+// Forward comes in two forms:
+//   - raw: a ForwardRequest in, a ForwardResponse out (tensors as the wire
+//     has them);
+//   - typed: per-session token counts and fp32 tensors, converted to the
+//     server's activation dtype (rounded once) and o converted back to fp32.
+// Both split a request larger than the message size (the smaller of the
+// client's and the server's limit) into several calls sent in order
+// (client/forward_split.h), so a long prefill needs no care from the caller.
+//
+// Threading: a GdnClient is safe to use from many threads at once (gRPC stubs
+// are; the cached server info is behind a mutex). A ForwardStream is not: one
+// thread may Send while one other thread Receives.
+#ifndef GDN_CLIENT_GDN_CLIENT_H_
+#define GDN_CLIENT_GDN_CLIENT_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "client/session_snapshot.h"
+#include "gdn/v1/gdn.grpc.pb.h"
+#include "gdn/v1/gdn.pb.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/support/sync_stream.h"
+
+namespace gdn::client {
+
+struct GdnClientOptions {
+  // Largest message sent or received (gRPC's default receive limit is 4 MiB;
+  // a default-shape prefill of a few hundred tokens is already larger).
+  int64_t max_message_bytes = 64 << 20;
+  // Per call; absl::InfiniteDuration() for none.
+  absl::Duration deadline = absl::Seconds(120);
+  // Bytes of state per ImportSession chunk.
+  int64_t import_chunk_bytes = 1 << 20;
+};
+
+// A channel to `target` ("host:port") sized for the options' message limit.
+// `channel_index` makes channels to the same target distinct connections
+// (several channels spread load over several TCP connections).
+std::shared_ptr<grpc::Channel> MakeGdnChannel(const std::string& target,
+                                              const GdnClientOptions& options,
+                                              int channel_index = 0);
+
+// One session's slice of a typed Forward call.
+struct SequenceTokens {
+  std::string session_id;
+  int64_t position = 0;    // tokens this (session, layer) consumed before
+  int32_t num_tokens = 0;  // new tokens, >= 1
+};
+
+// fp32 inputs of a typed Forward, packed over T = sum of num_tokens tokens in
+// the order of the sequences. Only the fields of the server's gating mode are
+// sent: direct needs g and beta, fused needs a, b, a_log and dt_bias.
+struct ForwardInputs {
+  std::vector<float> q;        // [T, Hqk, K]
+  std::vector<float> k;        // [T, Hqk, K]
+  std::vector<float> v;        // [T, Hv, V]
+  std::vector<float> g;        // [T, Hv]
+  std::vector<float> beta;     // [T, Hv]
+  std::vector<float> a;        // [T, Hv]
+  std::vector<float> b;        // [T, Hv]
+  std::vector<float> a_log;    // [Hv]
+  std::vector<float> dt_bias;  // [Hv]
+};
+
+struct ForwardOutputs {
+  std::vector<float> o;            // [T, Hv, V], activation dtype -> fp32
+  std::vector<int64_t> positions;  // new position of each sequence
+};
+
+class ForwardStream;
+
+class GdnClient {
+ public:
+  explicit GdnClient(const std::string& target, GdnClientOptions options = {});
+  GdnClient(std::shared_ptr<grpc::Channel> channel, GdnClientOptions options = {});
+
+  GdnClient(const GdnClient&) = delete;
+  GdnClient& operator=(const GdnClient&) = delete;
+
+  const GdnClientOptions& options() const { return options_; }
+
+  absl::StatusOr<v1::ServerInfoResponse> GetServerInfo();
+  // The first successful GetServerInfo, kept (the layer config of a server
+  // never changes while it runs).
+  absl::StatusOr<v1::ServerInfoResponse> CachedServerInfo();
+
+  // Empty id: the server picks one. Returns the session's id.
+  absl::StatusOr<std::string> CreateSession(const std::string& id = "");
+  absl::Status CloseSession(const std::string& id);
+  absl::StatusOr<std::string> ForkSession(const std::string& parent_id,
+                                          const std::string& child_id = "");
+  absl::StatusOr<v1::DescribeSessionResponse> DescribeSession(
+      const std::string& id);
+  absl::StatusOr<std::vector<std::string>> ListSessions();
+
+  // Raw Forward, split into several calls when larger than the message size.
+  absl::StatusOr<v1::ForwardResponse> Forward(const v1::ForwardRequest& request);
+  // Typed Forward: converts the inputs to the server's activation dtype.
+  absl::StatusOr<ForwardOutputs> Forward(int32_t layer,
+                                         const std::vector<SequenceTokens>& sequences,
+                                         const ForwardInputs& inputs);
+  // The ForwardRequest the typed Forward sends (before any split).
+  absl::StatusOr<v1::ForwardRequest> BuildForwardRequest(
+      int32_t layer, const std::vector<SequenceTokens>& sequences,
+      const ForwardInputs& inputs);
+
+  // Every chunk of the session's export, collected.
+  absl::StatusOr<SessionSnapshot> ExportSession(const std::string& id);
+  // Streams `snapshot` in chunks; a non-empty `as_id` imports it under that id.
+  absl::StatusOr<v1::ImportSessionResponse> ImportSession(
+      const SessionSnapshot& snapshot, const std::string& as_id = "");
+
+  // An ordered stream of Forward calls (see ForwardStream).
+  std::unique_ptr<ForwardStream> OpenForwardStream();
+
+  // The smaller of the client's and (when known) the server's message limit.
+  int64_t EffectiveMessageLimit();
+
+ private:
+  std::unique_ptr<grpc::ClientContext> NewContext() const;
+  absl::StatusOr<v1::ForwardResponse> ForwardOnce(const v1::ForwardRequest& request);
+
+  GdnClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::GdnService::Stub> stub_;
+
+  absl::Mutex info_mu_;
+  bool have_info_ ABSL_GUARDED_BY(info_mu_) = false;
+  v1::ServerInfoResponse info_ ABSL_GUARDED_BY(info_mu_);
+};
+
+// Forward calls over one ForwardStream RPC: the server answers in request
+// order, and a failed request does not end the stream (its response carries
+// error_code). Send assigns request ids 1, 2, ... when the request has none;
+// Receive returns the next response in order, or its error as a Status.
+// One thread may Send while another Receives; neither is safe from two.
+class ForwardStream {
+ public:
+  ForwardStream(v1::GdnService::Stub* stub, std::unique_ptr<grpc::ClientContext> context);
+  ~ForwardStream();
+
+  // The request id it was sent with.
+  absl::StatusOr<uint64_t> Send(v1::ForwardRequest request);
+  // The next response; its error_code as a Status when the request failed.
+  // Internal when the server answered out of order.
+  absl::StatusOr<v1::ForwardResponse> Receive();
+  // Ends the sending side and waits for the RPC's final status. Responses not
+  // yet received are read and dropped.
+  absl::Status Finish();
+  // Cancels the RPC (any pending Receive returns an error).
+  void Cancel();
+
+ private:
+  std::unique_ptr<grpc::ClientContext> context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::ForwardRequest, v1::ForwardResponse>> stream_;
+  absl::Mutex mu_;
+  std::deque<uint64_t> in_flight_ ABSL_GUARDED_BY(mu_);  // ids sent, not received
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool writes_done_ = false;
+  bool finished_ = false;
+};
+
+}  // namespace gdn::client
+
+#endif  // GDN_CLIENT_GDN_CLIENT_H_

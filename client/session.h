@@ -1,0 +1,73 @@
+// Session: one server session as the client sees it — its id and the
+// position of each layer (tokens that (session, layer) has consumed), which
+// it fills into every Forward so the caller never counts tokens.
+//
+// The server accepts a Forward only at the stored position (FAILED_PRECONDITION
+// otherwise, so a retried call after a timeout cannot apply twice). When that
+// happens, Forward here re-reads the positions from DescribeSession (Resync)
+// before returning the error, so the next call is at the right position.
+//
+// Threading: a Session is a value owned by one thread at a time; the
+// GdnClient it uses is shared.
+#ifndef GDN_CLIENT_SESSION_H_
+#define GDN_CLIENT_SESSION_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "client/gdn_client.h"
+
+namespace gdn::client {
+
+class Session {
+ public:
+  // Creates a session on the server (empty id: the server picks one); every
+  // layer starts at position 0. The layer count comes from the server.
+  static absl::StatusOr<Session> Create(GdnClient* client, const std::string& id = "");
+  // An existing session, positions read from DescribeSession.
+  static absl::StatusOr<Session> Attach(GdnClient* client, const std::string& id);
+
+  const std::string& id() const { return id_; }
+  int num_layers() const { return static_cast<int>(positions_.size()); }
+  // OutOfRange layers read as -1.
+  int64_t position(int layer) const;
+
+  // This session's slice of a call of `num_tokens` new tokens at `layer`.
+  SequenceTokens Next(int layer, int32_t num_tokens) const;
+  // Records that `layer` is now at `new_position` (after a successful call).
+  void SetPosition(int layer, int64_t new_position);
+
+  // A Forward of this session alone. On success the layer's position is the
+  // server's new one; on FAILED_PRECONDITION the positions are resynced.
+  absl::StatusOr<std::vector<float>> Forward(int layer, int32_t num_tokens,
+                                             const ForwardInputs& inputs);
+  // Reads every layer's position from DescribeSession.
+  absl::Status Resync();
+
+  // A child sharing this session's states (copy-on-write) and positions.
+  absl::StatusOr<Session> Fork(const std::string& child_id = "") const;
+  absl::Status Close();
+
+ private:
+  Session(GdnClient* client, std::string id, std::vector<int64_t> positions)
+      : client_(client), id_(std::move(id)), positions_(std::move(positions)) {}
+
+  GdnClient* client_;
+  std::string id_;
+  std::vector<int64_t> positions_;  // [num_layers]
+};
+
+// One Forward call at `layer` over several sessions (a model runner's batch):
+// `num_tokens[i]` new tokens of `sessions[i]`, inputs packed in that order.
+// Fills positions from the sessions and advances them on success; on
+// FAILED_PRECONDITION resyncs every session of the call.
+absl::StatusOr<std::vector<float>> ForwardSessions(
+    GdnClient* client, int layer, const std::vector<Session*>& sessions,
+    const std::vector<int32_t>& num_tokens, const ForwardInputs& inputs);
+
+}  // namespace gdn::client
+
+#endif  // GDN_CLIENT_SESSION_H_

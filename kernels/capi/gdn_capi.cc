@@ -1,0 +1,119 @@
+// The C ABI of gdn_capi.h over the recurrent kernel family.
+#include "kernels/capi/gdn_capi.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/recurrent_params.h"
+#include "kernels/gdn_params.h"
+#include "kernels/gdn_types.h"
+
+namespace gdn {
+namespace {
+
+thread_local std::string g_last_error;
+
+int Finish(const absl::Status& status) {
+  if (status.ok()) {
+    g_last_error.clear();
+    return GDN_CAPI_OK;
+  }
+  g_last_error = status.ToString();
+  return static_cast<int>(status.code());
+}
+
+absl::Status ToOptions(const gdn_capi_config* c, GdnOptions* options) {
+  if (c == nullptr) return absl::InvalidArgumentError("config is NULL");
+  options->shape.num_qk_heads = c->num_qk_heads;
+  options->shape.num_v_heads = c->num_v_heads;
+  options->shape.head_dim_k = c->head_dim_k;
+  options->shape.head_dim_v = c->head_dim_v;
+  if (c->input_dtype < 0 || c->input_dtype > 2) {
+    return absl::InvalidArgumentError(absl::StrCat("input_dtype code ", c->input_dtype));
+  }
+  if (c->state_dtype < 0 || c->state_dtype > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("state_dtype code ", c->state_dtype));
+  }
+  if (c->gating < 0 || c->gating > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("gating code ", c->gating));
+  }
+  options->input_dtype = static_cast<DType>(c->input_dtype);
+  options->state_dtype = static_cast<StateDType>(c->state_dtype);
+  options->gating = static_cast<GatingMode>(c->gating);
+  options->l2_norm_qk = c->l2_norm_qk != 0;
+  options->scale = c->scale;
+  return ValidateOptions(*options);
+}
+
+GdnParams ToParams(const gdn_capi_args& a, StateDType state_dtype) {
+  GdnParams p;
+  p.num_seqs = a.num_seqs;
+  p.total_tokens = a.total_tokens;
+  p.cu_seqlens = a.cu_seqlens;
+  p.cu_seqlens_host = a.cu_seqlens_host;
+  p.q = a.q;
+  p.k = a.k;
+  p.v = a.v;
+  p.o = a.o;
+  p.g = a.g;
+  p.beta = a.beta;
+  p.a = a.a;
+  p.b = a.b;
+  p.A_log = a.A_log;
+  p.dt_bias = a.dt_bias;
+  p.initial_pages = a.initial_pages;
+  p.final_pages = a.final_pages;
+  p.pool.base = a.pool_base;
+  p.pool.page_bytes = a.page_bytes;
+  p.pool.num_pages = a.num_pages;
+  p.pool.dtype = state_dtype;
+  return p;
+}
+
+absl::Status Run(const gdn_capi_config* config, const gdn_capi_args* args, void* stream,
+                 int max_tokens_per_seq, cuda::RecurrentVariant variant) {
+  GdnOptions options;
+  if (absl::Status s = ToOptions(config, &options); !s.ok()) return s;
+  if (args == nullptr) return absl::InvalidArgumentError("args is NULL");
+  const GdnParams params = ToParams(*args, options.state_dtype);
+  if (absl::Status s = ValidateParams(options, params, max_tokens_per_seq); !s.ok()) return s;
+  // Prefill: the recurrent kernel for every length until the chunked prefill
+  // lands (same hook as CudaBackend::RoutePrefill).
+  return cuda::LaunchRecurrent(options, cuda::MakeRecurrentParams(options, params),
+                               static_cast<cudaStream_t>(stream), variant);
+}
+
+}  // namespace
+}  // namespace gdn
+
+extern "C" {
+
+int gdn_decode(const gdn_capi_config* config, const gdn_capi_args* args, void* stream) {
+  return gdn::Finish(gdn::Run(config, args, stream, gdn::kMaxDecodeTokens,
+                              gdn::cuda::RecurrentVariant::kAuto));
+}
+
+int gdn_prefill(const gdn_capi_config* config, const gdn_capi_args* args, void* stream) {
+  return gdn::Finish(gdn::Run(config, args, stream, 0, gdn::cuda::RecurrentVariant::kAuto));
+}
+
+int gdn_decode_variant(const gdn_capi_config* config, const gdn_capi_args* args, void* stream,
+                       int variant) {
+  if (variant < 0 || variant > 4) {
+    return gdn::Finish(absl::InvalidArgumentError(absl::StrCat("variant code ", variant)));
+  }
+  return gdn::Finish(gdn::Run(config, args, stream, gdn::kMaxDecodeTokens,
+                              static_cast<gdn::cuda::RecurrentVariant>(variant)));
+}
+
+int64_t gdn_page_bytes(const gdn_capi_config* config) {
+  gdn::GdnOptions options;
+  if (!gdn::ToOptions(config, &options).ok()) return 0;
+  return static_cast<int64_t>(
+      gdn::StatePageLayout::For(options.shape, options.state_dtype).page_bytes);
+}
+
+const char* gdn_last_error(void) { return gdn::g_last_error.c_str(); }
+
+}  // extern "C"

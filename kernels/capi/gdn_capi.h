@@ -1,0 +1,91 @@
+/* A plain C ABI over the GDN CUDA kernels: raw device pointers, shapes and
+ * dtypes as ints, a state-page pool, page ids and a cudaStream_t passed as
+ * void*. For ctypes (benchmarks put our kernels and a Python peer on the same
+ * torch tensors: pass tensor.data_ptr()) and for runtimes that call the
+ * kernels without the server. Library: libgdn_capi.so.
+ *
+ * Layouts (packed over the tokens of all sequences, sequence i owning rows
+ * [cu_seqlens[i], cu_seqlens[i+1])), all contiguous, 16-byte aligned:
+ *   q, k   [T, Hqk, K]  input dtype
+ *   v, o   [T, Hv, V]   input dtype (o written)
+ *   g, beta, a, b  [T, Hv] float32;  A_log, dt_bias [Hv] float32
+ *   state page p at pool_base + p * page_bytes: [Hv, K, V] state dtype
+ *   initial_pages, final_pages [N] int32 on the device; -1 = zero state
+ *   cu_seqlens [N + 1] int32, on the device AND on the host (same values)
+ * Dtype codes: input 0 fp32, 1 bf16, 2 fp16; state 0 fp32, 1 bf16.
+ * Gating: 0 direct (g, beta), 1 fused (a, b, A_log, dt_bias).
+ *
+ * Calls are asynchronous on `stream` (NULL: the legacy default stream), do
+ * not allocate or synchronise, and may be captured in a CUDA graph. They
+ * return 0 or an absl status code (3 invalid argument, 13 internal, ...);
+ * gdn_last_error() then says why (per thread, until the next call).
+ */
+#ifndef GDN_KERNELS_CAPI_GDN_CAPI_H_
+#define GDN_KERNELS_CAPI_GDN_CAPI_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GDN_CAPI_OK 0
+
+#if defined(__GNUC__)
+#define GDN_CAPI_EXPORT __attribute__((visibility("default")))
+#else
+#define GDN_CAPI_EXPORT
+#endif
+
+typedef struct gdn_capi_config {
+  int32_t num_qk_heads; /* Hqk */
+  int32_t num_v_heads;  /* Hv, a multiple of Hqk */
+  int32_t head_dim_k;   /* K: 64 or 128 */
+  int32_t head_dim_v;   /* V: 64 or 128 */
+  int32_t input_dtype;  /* 0 fp32, 1 bf16, 2 fp16 */
+  int32_t state_dtype;  /* 0 fp32, 1 bf16 */
+  int32_t gating;       /* 0 direct, 1 fused */
+  int32_t l2_norm_qk;   /* 0 or 1 */
+  float scale;          /* 0: K^-1/2 */
+} gdn_capi_config;
+
+typedef struct gdn_capi_args {
+  int32_t num_seqs;                /* N */
+  int32_t total_tokens;            /* T = cu_seqlens[N] */
+  const int32_t* cu_seqlens;       /* [N + 1] device */
+  const int32_t* cu_seqlens_host;  /* [N + 1] host */
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  const float* g;
+  const float* beta;
+  const float* a;
+  const float* b;
+  const float* A_log;
+  const float* dt_bias;
+  void* pool_base;
+  int64_t page_bytes; /* >= Hv * K * V * state size, a multiple of 16 */
+  int32_t num_pages;
+  const int32_t* initial_pages; /* [N] device */
+  const int32_t* final_pages;   /* [N] device; may equal initial (in place) */
+} gdn_capi_args;
+
+/* Every sequence brings 1..8 tokens. */
+GDN_CAPI_EXPORT int gdn_decode(const gdn_capi_config* config, const gdn_capi_args* args, void* stream);
+/* Any number of tokens per sequence. */
+GDN_CAPI_EXPORT int gdn_prefill(const gdn_capi_config* config, const gdn_capi_args* args, void* stream);
+/* Decode with a forced variant (0 auto, 1 small, 2 large, 3 wide, 4 persistent), for
+ * benchmarks and tuning. */
+GDN_CAPI_EXPORT int gdn_decode_variant(const gdn_capi_config* config,
+                                       const gdn_capi_args* args, void* stream, int variant);
+/* The state page size in bytes for a config (0 on an invalid config). */
+GDN_CAPI_EXPORT int64_t gdn_page_bytes(const gdn_capi_config* config);
+/* Why the last failing call on this thread failed ("" after a success). */
+GDN_CAPI_EXPORT const char* gdn_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GDN_KERNELS_CAPI_GDN_CAPI_H_ */

@@ -1,0 +1,73 @@
+// What the chunked prefill kernels receive by value: the operator's tensors,
+// the chunk table and the per-chunk workspace. Plain struct, no CUDA
+// includes (the launcher in a .cu file fills it).
+//
+// Chunks: every sequence is cut into chunks of kChunk = 64 tokens (the last
+// one partial); chunks are numbered globally, sequence by sequence.
+//   chunk_table[0 .. N]        first global chunk of sequence n (prefix sums,
+//                              chunk_table[N] = num_chunks)
+//   chunk_table[N + 1 + c]     the sequence that owns global chunk c
+//
+// Workspace, per (chunk c, value head h), index ch = c * Hv + h; every tile
+// bf16, rows / columns of padding tokens (>= the chunk's length) are zero.
+// With G the in-chunk cumulative log decay, kn / qn the normalised k / q,
+// T = (I + strictly_lower(beta_i exp(G_i - G_j) kn_i . kn_j))^-1:
+//   w    [ch][64][K]  T (beta exp(G) kn)                       (shared/GDN.md W)
+//   u    [ch][64][V]  T (beta v)                               (U)
+//   qg   [ch][64][K]  scale exp(G_i) qn_i
+//   kdt  [ch][K][64]  exp(G_last - G_j) kn_j, transposed (k index major)
+//   p    [ch][64][64] scale exp(G_i - G_j) qn_i . kn_j for j <= i, else 0
+//   decay [ch]        exp(G_last) (fp32)
+#ifndef GDN_KERNELS_CUDA_CHUNKED_CHUNK_ARGS_H_
+#define GDN_KERNELS_CUDA_CHUNKED_CHUNK_ARGS_H_
+
+#include <cstdint>
+
+namespace gdn::cuda::chunked {
+
+inline constexpr int kChunk = 64;
+
+struct ChunkArgs {
+  const void* q = nullptr;  // [T, Hqk, K], input dtype
+  const void* k = nullptr;  // [T, Hqk, K], input dtype
+  const void* v = nullptr;  // [T, Hv, V],  input dtype
+  void* o = nullptr;        // [T, Hv, V],  input dtype (written)
+
+  const float* g = nullptr;        // [T, Hv]  direct gating
+  const float* beta = nullptr;     // [T, Hv]  direct gating
+  const float* a = nullptr;        // [T, Hv]  fused gating
+  const float* b = nullptr;        // [T, Hv]  fused gating
+  const float* A_log = nullptr;    // [Hv]     fused gating
+  const float* dt_bias = nullptr;  // [Hv]     fused gating
+
+  const int32_t* cu_seqlens = nullptr;     // [N + 1]
+  const int32_t* chunk_table = nullptr;    // [N + 1 + num_chunks], see above
+  const int32_t* initial_pages = nullptr;  // [N], kZeroStatePage = zero state
+  const int32_t* final_pages = nullptr;    // [N]
+
+  char* pool_base = nullptr;  // page p at pool_base + p * page_bytes
+  int64_t page_bytes = 0;
+  int32_t num_pages = 0;
+
+  int32_t num_seqs = 0;      // N
+  int32_t num_chunks = 0;    // sum over sequences of ceil(len / 64)
+  int32_t num_qk_heads = 0;  // Hqk
+  int32_t num_v_heads = 0;   // Hv
+  int32_t group_size = 1;    // Hv / Hqk
+  float scale = 0.0f;        // applied to q after the L2 norm
+  bool fused_gating = false;
+  bool l2_norm_qk = false;
+  int32_t solve_variant = 0;  // T = A^-1 solver of kernel 1 (chunk_prep.cuh)
+
+  // Workspace (bf16 stored as uint16_t here; see the layout above).
+  uint16_t* w = nullptr;
+  uint16_t* u = nullptr;
+  uint16_t* qg = nullptr;
+  uint16_t* kdt = nullptr;
+  uint16_t* p = nullptr;
+  float* decay = nullptr;
+};
+
+}  // namespace gdn::cuda::chunked
+
+#endif  // GDN_KERNELS_CUDA_CHUNKED_CHUNK_ARGS_H_

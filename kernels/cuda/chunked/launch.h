@@ -1,0 +1,27 @@
+// Host entry points of the two chunked-prefill kernels, one .cu file each
+// (their template instances compile in parallel). Internal to
+// chunked_prefill.cu; no CUDA device code here.
+#ifndef GDN_KERNELS_CUDA_CHUNKED_LAUNCH_H_
+#define GDN_KERNELS_CUDA_CHUNKED_LAUNCH_H_
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/chunked/chunk_args.h"
+#include "kernels/gdn_types.h"
+
+namespace gdn::cuda::chunked {
+
+// Grid (num_chunks, Hv). Returns the launch error (cudaGetLastError).
+cudaError_t LaunchChunkPrep(const GdnOptions& options, const ChunkArgs& args,
+                            cudaStream_t stream);
+
+// Grid N * Hv * (V / v_tile); v_tile is 16 or 32.
+cudaError_t LaunchStatePass(const GdnOptions& options, const ChunkArgs& args,
+                            int v_tile, cudaStream_t stream);
+
+// Fills args.chunk_table from args.cu_seqlens on the device (one block).
+cudaError_t LaunchChunkTable(const ChunkArgs& args, cudaStream_t stream);
+
+}  // namespace gdn::cuda::chunked
+
+#endif  // GDN_KERNELS_CUDA_CHUNKED_LAUNCH_H_

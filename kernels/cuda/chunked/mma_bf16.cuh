@@ -1,0 +1,138 @@
+// Warp-level tensor-core building blocks of the chunked prefill: the
+// mma.sync m16n8k16 bf16 -> fp32 instruction, its fragment loads from shared
+// memory, cp.async 16-byte copies and element conversions.
+//
+// Fragment layouts (PTX ISA, mma.m16n8k16 .bf16), lane = 4 * group + tig:
+//   A [16 x 16] row-major:  a[0] = (row group,     cols 2 tig, 2 tig + 1)
+//                           a[1] = (row group + 8, cols 2 tig, 2 tig + 1)
+//                           a[2] = (row group,     cols 2 tig + 8, + 9)
+//                           a[3] = (row group + 8, cols 2 tig + 8, + 9)
+//   B [16 x 8] (k x n):     b[0] = (k 2 tig, 2 tig + 1;     col group)
+//                           b[1] = (k 2 tig + 8, 2 tig + 9; col group)
+//   C [16 x 8] fp32:        c[0], c[1] = (row group,     cols 2 tig, 2 tig + 1)
+//                           c[2], c[3] = (row group + 8, cols 2 tig, 2 tig + 1)
+// Both operands are read from shared memory with the reduction index k
+// contiguous: A as [m][k], B as its transpose [n][k]. Each 32-bit register
+// holds two bf16, the lower index in the lower half (little endian).
+// Row strides are padded to (multiple of 64) + 8 elements so that the 8 rows
+// a fragment load touches fall in different banks.
+#ifndef GDN_KERNELS_CUDA_CHUNKED_MMA_BF16_CUH_
+#define GDN_KERNELS_CUDA_CHUNKED_MMA_BF16_CUH_
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace gdn::cuda::chunked {
+
+using bf16 = __nv_bfloat16;
+
+// c += a * b (fp32 accumulate).
+__device__ __forceinline__ void Mma16816(float c[4], const uint32_t a[4],
+                                         const uint32_t b[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// A fragment of the 16 x 16 tile at `tile` (row-major, `stride` elements).
+__device__ __forceinline__ void LoadA(uint32_t a[4], const bf16* tile,
+                                      int stride, int lane) {
+  const int group = lane >> 2, tig = lane & 3;
+  const bf16* p0 = tile + group * stride + 2 * tig;
+  const bf16* p1 = p0 + 8 * stride;
+  a[0] = *reinterpret_cast<const uint32_t*>(p0);
+  a[1] = *reinterpret_cast<const uint32_t*>(p1);
+  a[2] = *reinterpret_cast<const uint32_t*>(p0 + 8);
+  a[3] = *reinterpret_cast<const uint32_t*>(p1 + 8);
+}
+
+// B fragment of the 16 (k) x 8 (n) tile whose transpose is at `tile_t`
+// ([n][k], `stride` elements per n row).
+__device__ __forceinline__ void LoadB(uint32_t b[2], const bf16* tile_t,
+                                      int stride, int lane) {
+  const int group = lane >> 2, tig = lane & 3;
+  const bf16* p = tile_t + group * stride + 2 * tig;
+  b[0] = *reinterpret_cast<const uint32_t*>(p);
+  b[1] = *reinterpret_cast<const uint32_t*>(p + 8);
+}
+
+// Two fp32 -> one bf16x2 register (lo in the lower half), round to nearest.
+__device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// ---- cp.async (sm_80+): global -> shared, 16 bytes, bypassing registers ----
+
+__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void CpAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+__device__ __forceinline__ void CpAsyncWaitAll() {
+  asm volatile("cp.async.wait_group 0;\n" ::);
+}
+
+// Copies a [rows x cols] bf16 tile (global rows `gstride` apart, cols a
+// multiple of 8) into shared memory rows `sstride` apart, all threads of the
+// block sharing the 16-byte pieces.
+template <int kThreads>
+__device__ __forceinline__ void CpAsyncTile(bf16* smem, int sstride,
+                                            const bf16* gmem, int64_t gstride,
+                                            int rows, int cols) {
+  const int pieces_per_row = cols / 8;
+  const int pieces = rows * pieces_per_row;
+  for (int p = threadIdx.x; p < pieces; p += kThreads) {
+    const int r = p / pieces_per_row, c = (p % pieces_per_row) * 8;
+    CpAsync16(smem + r * sstride + c, gmem + r * gstride + c);
+  }
+}
+
+// ---- element conversions --------------------------------------------------
+
+__device__ __forceinline__ float ElemToFloat(float x) { return x; }
+__device__ __forceinline__ float ElemToFloat(bf16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float ElemToFloat(__half x) { return __half2float(x); }
+
+template <typename T>
+__device__ __forceinline__ T ElemFromFloat(float x);
+template <>
+__device__ __forceinline__ float ElemFromFloat<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ bf16 ElemFromFloat<bf16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <>
+__device__ __forceinline__ __half ElemFromFloat<__half>(float x) {
+  return __float2half_rn(x);
+}
+
+// Two adjacent elements (even index) stored at once.
+template <typename T>
+__device__ __forceinline__ void StorePair(T* p, float x0, float x1) {
+  p[0] = ElemFromFloat<T>(x0);
+  p[1] = ElemFromFloat<T>(x1);
+}
+template <>
+__device__ __forceinline__ void StorePair<float>(float* p, float x0, float x1) {
+  *reinterpret_cast<float2*>(p) = make_float2(x0, x1);
+}
+template <>
+__device__ __forceinline__ void StorePair<bf16>(bf16* p, float x0, float x1) {
+  *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(x0, x1);
+}
+template <>
+__device__ __forceinline__ void StorePair<__half>(__half* p, float x0, float x1) {
+  *reinterpret_cast<__half2*>(p) = __floats2half2_rn(x0, x1);
+}
+
+}  // namespace gdn::cuda::chunked
+
+#endif  // GDN_KERNELS_CUDA_CHUNKED_MMA_BF16_CUH_

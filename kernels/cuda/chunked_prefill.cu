@@ -1,0 +1,211 @@
+// ChunkedPrefill: planning, workspace and the chunk-table kernel; the two
+// main kernels launch from chunked_prefill_prep.cu / chunked_prefill_state.cu.
+#include "kernels/cuda/chunked_prefill.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/chunked/chunk_args.h"
+#include "kernels/cuda/chunked/launch.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace gdn::cuda {
+namespace chunked {
+namespace {
+
+constexpr int kTableThreads = 1024;
+
+__device__ __forceinline__ int ChunksOf(const int32_t* cu_seqlens, int s) {
+  return (cu_seqlens[s + 1] - cu_seqlens[s] + kChunk - 1) / kChunk;
+}
+
+// table[0..N]: first global chunk of each sequence; table[N + 1 + c]: the
+// sequence of chunk c. Each thread owns a contiguous run of sequences; one
+// block-wide scan of the per-thread chunk counts.
+__global__ void __launch_bounds__(kTableThreads)
+    ChunkTableKernel(const int32_t* cu_seqlens, int num_seqs, int32_t* table) {
+  __shared__ int32_t scan[kTableThreads];
+  const int tid = threadIdx.x;
+  const int per = (num_seqs + kTableThreads - 1) / kTableThreads;
+  const int s0 = min(num_seqs, tid * per), s1 = min(num_seqs, s0 + per);
+  int local = 0;
+  for (int s = s0; s < s1; ++s) local += ChunksOf(cu_seqlens, s);
+  scan[tid] = local;
+  __syncthreads();
+  for (int off = 1; off < kTableThreads; off <<= 1) {
+    const int y = tid >= off ? scan[tid - off] : 0;
+    __syncthreads();
+    scan[tid] += y;
+    __syncthreads();
+  }
+  int run = scan[tid] - local;  // chunks before this thread's sequences
+  for (int s = s0; s < s1; ++s) {
+    const int count = ChunksOf(cu_seqlens, s);
+    table[s] = run;
+    for (int c = 0; c < count; ++c) table[num_seqs + 1 + run + c] = s;
+    run += count;
+  }
+  if (tid == kTableThreads - 1) table[num_seqs] = scan[tid];
+}
+
+size_t Align256(size_t bytes) { return (bytes + 255) & ~static_cast<size_t>(255); }
+
+// Byte offsets of the workspace parts (chunk_args.h): table, w, u, qg, kdt, p, decay.
+struct WorkspaceLayout {
+  size_t table = 0, w = 0, u = 0, qg = 0, kdt = 0, p = 0, decay = 0, total = 0;
+  WorkspaceLayout(int K, int V, int Hv, int num_seqs, int64_t num_chunks) {
+    const size_t tiles = static_cast<size_t>(num_chunks) * Hv;
+    size_t at = 0;
+    auto take = [&](size_t bytes) {
+      const size_t here = at;
+      at += Align256(bytes);
+      return here;
+    };
+    table = take((static_cast<size_t>(num_seqs) + 1 + num_chunks) * sizeof(int32_t));
+    w = take(tiles * kChunk * K * 2);
+    u = take(tiles * kChunk * V * 2);
+    qg = take(tiles * kChunk * K * 2);
+    kdt = take(tiles * K * kChunk * 2);
+    p = take(tiles * kChunk * kChunk * 2);
+    decay = take(tiles * sizeof(float));
+    total = at;
+  }
+};
+
+int64_t CountChunks(const GdnParams& params) {
+  int64_t chunks = 0;
+  for (int s = 0; s < params.num_seqs; ++s) {
+    const int len = params.cu_seqlens_host[s + 1] - params.cu_seqlens_host[s];
+    chunks += (len + kChunk - 1) / kChunk;
+  }
+  return chunks;
+}
+
+int MultiprocessorCount() {
+  int device = 0, count = 132;
+  if (cudaGetDevice(&device) == cudaSuccess) {
+    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+  }
+  return count;
+}
+
+}  // namespace
+
+cudaError_t LaunchChunkTable(const ChunkArgs& args, cudaStream_t stream) {
+  ChunkTableKernel<<<1, kTableThreads, 0, stream>>>(
+      args.cu_seqlens, args.num_seqs, const_cast<int32_t*>(args.chunk_table));
+  return cudaGetLastError();
+}
+
+}  // namespace chunked
+
+ChunkedPrefill::~ChunkedPrefill() {
+  // cudaFree (not cudaFreeAsync): waits for the device, and stays valid when
+  // the owner destroyed the stream before this destructor runs.
+  if (workspace_ != nullptr) (void)cudaFree(workspace_);
+}
+
+absl::Status ChunkedPrefill::Supports(const GdnOptions& options) {
+  if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
+  const LayerShape& shape = options.shape;
+  if (shape.head_dim_k != 64 && shape.head_dim_k != 128) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunked prefill: head_dim_k must be 64 or 128, got ", shape.head_dim_k));
+  }
+  if (shape.head_dim_v != 64 && shape.head_dim_v != 128) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunked prefill: head_dim_v must be 64 or 128, got ", shape.head_dim_v));
+  }
+  if (shape.num_qk_heads <= 0 || shape.num_v_heads % shape.num_qk_heads != 0) {
+    return absl::InvalidArgumentError("chunked prefill: num_v_heads must be a multiple of num_qk_heads");
+  }
+  return absl::OkStatus();
+}
+
+size_t ChunkedPrefill::WorkspaceBytes(const GdnOptions& options, int num_seqs,
+                                      int num_chunks) {
+  return chunked::WorkspaceLayout(options.shape.head_dim_k, options.shape.head_dim_v,
+                                  options.shape.num_v_heads, num_seqs, num_chunks)
+      .total;
+}
+
+absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& params,
+                                 cudaStream_t stream, int v_tile, int stages) {
+  if (absl::Status s = Supports(options); !s.ok()) return s;
+  if (absl::Status s = ValidateParams(options, params, 0); !s.ok()) return s;
+  if (params.num_seqs == 0 || params.total_tokens == 0) return absl::OkStatus();
+  if (v_tile != 0 && v_tile != 16 && v_tile != 32) {
+    return absl::InvalidArgumentError(absl::StrCat("chunked prefill: v_tile ", v_tile));
+  }
+  const int K = options.shape.head_dim_k, V = options.shape.head_dim_v;
+  const int Hv = options.shape.num_v_heads;
+  const int64_t num_chunks = chunked::CountChunks(params);
+  if (num_chunks > INT32_MAX / 2) {
+    return absl::InvalidArgumentError("chunked prefill: too many tokens in one call");
+  }
+  const chunked::WorkspaceLayout layout(K, V, Hv, params.num_seqs, num_chunks);
+  if (layout.total > workspace_bytes_) {
+    if (workspace_ != nullptr) {
+      GDN_CUDA_RETURN_IF_ERROR(cudaFreeAsync(workspace_, stream));
+      workspace_ = nullptr;
+      workspace_bytes_ = 0;
+    }
+    const size_t bytes = layout.total + layout.total / 4;  // headroom for growth
+    GDN_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&workspace_, bytes, stream));
+    workspace_bytes_ = bytes;
+  }
+  char* ws = static_cast<char*>(workspace_);
+
+  chunked::ChunkArgs args;
+  args.q = params.q;
+  args.k = params.k;
+  args.v = params.v;
+  args.o = params.o;
+  args.g = params.g;
+  args.beta = params.beta;
+  args.a = params.a;
+  args.b = params.b;
+  args.A_log = params.A_log;
+  args.dt_bias = params.dt_bias;
+  args.cu_seqlens = params.cu_seqlens;
+  args.chunk_table = reinterpret_cast<const int32_t*>(ws + layout.table);
+  args.initial_pages = params.initial_pages;
+  args.final_pages = params.final_pages;
+  args.pool_base = static_cast<char*>(params.pool.base);
+  args.page_bytes = params.pool.page_bytes;
+  args.num_pages = params.pool.num_pages;
+  args.num_seqs = params.num_seqs;
+  args.num_chunks = static_cast<int32_t>(num_chunks);
+  args.num_qk_heads = options.shape.num_qk_heads;
+  args.num_v_heads = Hv;
+  args.group_size = options.shape.group_size();
+  args.scale = options.effective_scale();
+  args.fused_gating = options.gating == GatingMode::kFused;
+  args.l2_norm_qk = options.l2_norm_qk;
+  args.solve_variant = solve_variant_;
+  args.w = reinterpret_cast<uint16_t*>(ws + layout.w);
+  args.u = reinterpret_cast<uint16_t*>(ws + layout.u);
+  args.qg = reinterpret_cast<uint16_t*>(ws + layout.qg);
+  args.kdt = reinterpret_cast<uint16_t*>(ws + layout.kdt);
+  args.p = reinterpret_cast<uint16_t*>(ws + layout.p);
+  args.decay = reinterpret_cast<float*>(ws + layout.decay);
+
+  if (v_tile == 0) {
+    static const int sms = chunked::MultiprocessorCount();
+    const int64_t blocks32 = static_cast<int64_t>(params.num_seqs) * Hv * (V / 32);
+    v_tile = blocks32 < sms ? 16 : 32;
+  }
+  if (stages & 1) {
+    GDN_CUDA_RETURN_IF_ERROR(chunked::LaunchChunkTable(args, stream));
+    GDN_CUDA_RETURN_IF_ERROR(chunked::LaunchChunkPrep(options, args, stream));
+  }
+  if (stages & 2) {
+    GDN_CUDA_RETURN_IF_ERROR(chunked::LaunchStatePass(options, args, v_tile, stream));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gdn::cuda

@@ -1,0 +1,70 @@
+// The chunked (WY / UT transform, C = 64) GDN prefill on tensor cores: the
+// Prefill entry point of kernels/gdn_params.h for any mix of sequence
+// lengths. Host header: includes only the CUDA runtime API.
+//
+// Two kernels per call on the caller's stream (see kernels/cuda/chunked/):
+//   1. per (chunk, value head): norms, gating, cumulative decay, A, T = A^-1,
+//      W, U and the other state-independent tiles -> workspace (bf16);
+//   2. per (sequence, value head, V tile): the sequential pass over chunks,
+//      the state tile in registers; writes o and the final state page.
+// plus a one-block kernel that builds the chunk table from cu_seqlens.
+//
+// Workspace: about 74 KB per (chunk, value head) at K = V = 128, owned by the
+// launcher and grown (stream-ordered cudaMallocAsync / cudaFreeAsync) when a
+// call needs more; steady state allocates nothing. Not thread-safe: one
+// launcher per stream (the cuda backend owns one).
+#ifndef GDN_KERNELS_CUDA_CHUNKED_PREFILL_H_
+#define GDN_KERNELS_CUDA_CHUNKED_PREFILL_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "kernels/gdn_params.h"
+#include "kernels/gdn_types.h"
+
+namespace gdn::cuda {
+
+class ChunkedPrefill {
+ public:
+  ChunkedPrefill() = default;
+  ~ChunkedPrefill();
+  ChunkedPrefill(const ChunkedPrefill&) = delete;
+  ChunkedPrefill& operator=(const ChunkedPrefill&) = delete;
+
+  // K, V in {64, 128}, Hv a multiple of Hqk, any input / state dtype and
+  // gating mode; InvalidArgument naming the field otherwise.
+  static absl::Status Supports(const GdnOptions& options);
+
+  // Asynchronous on `stream`. Reads params.cu_seqlens_host for planning (grid
+  // sizes); everything else stays on the device. Page ids outside the pool
+  // (other than kZeroStatePage as an initial page) touch no page: that
+  // sequence's o is NaN. v_tile: 0 picks 32 or 16 columns per block (16 when
+  // the grid of 32 would leave SMs idle); 16 or 32 forces it (benchmarks).
+  // stages (benchmarks only): bit 0 runs the chunk-table + prep kernels, bit
+  // 1 the state pass; 3 (both) is the operator. The state pass alone reuses
+  // the workspace of the previous call with the same params.
+  absl::Status Run(const GdnOptions& options, const GdnParams& params,
+                   cudaStream_t stream, int v_tile = 0, int stages = 3);
+
+  // Kernel 1's triangular solver (chunk_prep.cuh): 0 column-wise with 4
+  // threads per column, 1 register-resident columns overlapped with the
+  // elementwise work. Benchmarks compare them; the default is kDefaultSolve.
+  static constexpr int kDefaultSolve = 0;
+  void set_solve_variant(int variant) { solve_variant_ = variant; }
+
+  // Workspace bytes a call of this shape needs.
+  static size_t WorkspaceBytes(const GdnOptions& options, int num_seqs,
+                               int num_chunks);
+  size_t workspace_bytes() const { return workspace_bytes_; }
+
+ private:
+  void* workspace_ = nullptr;  // cudaMallocAsync on the caller's stream
+  size_t workspace_bytes_ = 0;
+  int solve_variant_ = kDefaultSolve;
+};
+
+}  // namespace gdn::cuda
+
+#endif  // GDN_KERNELS_CUDA_CHUNKED_PREFILL_H_

@@ -1,0 +1,59 @@
+// The cuda Backend class itself, for code beside it that needs its stream
+// (CUDA graph capture, benchmarks). Everyone else uses cuda_backend.h and the
+// Backend interface. Includes the CUDA runtime API header.
+//
+// Threading: as Backend (one owning thread).
+#ifndef GDN_KERNELS_CUDA_CUDA_BACKEND_IMPL_H_
+#define GDN_KERNELS_CUDA_CUDA_BACKEND_IMPL_H_
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "kernels/backend.h"
+
+namespace gdn::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  // Use CreateCudaBackend(); this constructor takes ownership of `stream`.
+  CudaBackend(int device, cudaStream_t stream, std::string description);
+  ~CudaBackend() override;
+
+  absl::string_view name() const override { return "cuda"; }
+  std::string device_description() const override { return description_; }
+  absl::Status Supports(const GdnOptions& options) const override;
+
+  absl::Status Decode(const GdnOptions& options, const GdnParams& params) override;
+  absl::Status Prefill(const GdnOptions& options, const GdnParams& params) override;
+
+  absl::StatusOr<void*> Allocate(size_t bytes) override;
+  void Free(void* ptr) override;
+  absl::StatusOr<void*> AllocateHost(size_t bytes) override;
+  void FreeHost(void* ptr) override;
+
+  absl::Status CopyToDevice(void* dst, const void* src_host, size_t bytes) override;
+  absl::Status CopyToHost(void* dst_host, const void* src, size_t bytes) override;
+  absl::Status CopyOnDevice(void* dst, const void* src, size_t bytes) override;
+  absl::Status Synchronize() override;
+
+  DeviceMemoryInfo MemoryInfo() const override;
+
+  int device() const { return device_; }
+  // The one stream every call of this backend is ordered on.
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  // Makes device_ current on the calling thread (cheap when it already is).
+  absl::Status Activate() const;
+  // The one place prefill picks its kernel (see the comment inside).
+  absl::Status RoutePrefill(const GdnOptions& options, const GdnParams& params);
+
+  int device_;
+  cudaStream_t stream_;
+  std::string description_;
+};
+
+}  // namespace gdn::cuda
+
+#endif  // GDN_KERNELS_CUDA_CUDA_BACKEND_IMPL_H_

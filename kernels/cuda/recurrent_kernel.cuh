@@ -1,0 +1,428 @@
+// The recurrent GDN kernel (device code): one block per (sequence, value
+// head, V tile), the [K, VT] state tile in registers for all of the
+// sequence's tokens, one read and one write of the tile per call.
+//
+// Per token (shared/GDN.md), with the decayed old state D = exp(g) S:
+//   u   = beta (v - D^T k)
+//   o   = D^T (scale q) + (k . scale q) u        (= S_new^T (scale q))
+//   S'  = D + k u^T
+// so D^T k and D^T q come out of ONE reduction over K per token, computed
+// from the old state: sum_K S[k][c] * k[k] times exp(g).
+//
+// Thread layout of a block of kThreads threads over a [kK, kVTile] tile:
+//   each thread owns kCols = 16 / sizeof(StateT) adjacent columns (one
+//   16-byte vector per row) and kRowsPerThread rows r * kRowGroups + rg;
+//   kThreadsPerRow = kVTile / kCols consecutive lanes cover one tile row, so
+//   a warp load instruction reads 32 / kThreadsPerRow whole row segments.
+// The reduction over K: shuffles across the row groups of a warp, then one
+// shared-memory exchange across warps (double-buffered: one __syncthreads
+// per token).
+#ifndef GDN_KERNELS_CUDA_RECURRENT_KERNEL_CUH_
+#define GDN_KERNELS_CUDA_RECURRENT_KERNEL_CUH_
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/recurrent_instances.h"
+#include "kernels/cuda/recurrent_params.h"
+#include "kernels/gating.h"
+#include "kernels/gdn_types.h"
+
+namespace gdn::cuda {
+
+// Tokens staged in shared memory at a time (= the decode bound).
+inline constexpr int kTokensPerChunk = kMaxDecodeTokens;
+
+// ---- element conversions ---------------------------------------------------
+
+__device__ __forceinline__ float ToFloat(float x) { return x; }
+__device__ __forceinline__ float ToFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float ToFloat(__half x) { return __half2float(x); }
+
+template <typename T>
+__device__ __forceinline__ T FromFloat(float x);
+template <>
+__device__ __forceinline__ float FromFloat<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);  // round to nearest even, once per store
+}
+template <>
+__device__ __forceinline__ __half FromFloat<__half>(float x) { return __float2half_rn(x); }
+
+// N adjacent elements moved as one aligned vector (N * sizeof(T) <= 16).
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Vec {
+  static_assert(sizeof(T) * N <= 16, "at most one 16-byte access");
+  T e[N];
+};
+
+// N adjacent elements moved in accesses of at most 16 bytes (so only 16-byte
+// alignment is ever assumed).
+template <typename T, int N>
+__device__ __forceinline__ void LoadAsFloats(const T* ptr, float (&out)[N]) {
+  constexpr int kPiece = (N * sizeof(T) <= 16) ? N : static_cast<int>(16 / sizeof(T));
+#pragma unroll
+  for (int base = 0; base < N; base += kPiece) {
+    const Vec<T, kPiece> vec = *reinterpret_cast<const Vec<T, kPiece>*>(ptr + base);
+#pragma unroll
+    for (int i = 0; i < kPiece; ++i) out[base + i] = ToFloat(vec.e[i]);
+  }
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void StoreFromFloats(T* ptr, const float (&in)[N]) {
+  constexpr int kPiece = (N * sizeof(T) <= 16) ? N : static_cast<int>(16 / sizeof(T));
+#pragma unroll
+  for (int base = 0; base < N; base += kPiece) {
+    Vec<T, kPiece> vec;
+#pragma unroll
+    for (int i = 0; i < kPiece; ++i) vec.e[i] = FromFloat<T>(in[base + i]);
+    *reinterpret_cast<Vec<T, kPiece>*>(ptr + base) = vec;
+  }
+}
+
+// State rows: 16 bytes, streamed (read once, written once per call), so
+// both go around L1 and are marked evict-first in L2.
+__device__ __forceinline__ uint4 LoadStateRow(const void* ptr) {
+  return __ldcs(reinterpret_cast<const uint4*>(ptr));
+}
+__device__ __forceinline__ void StoreStateRow(void* ptr, uint4 value) {
+  __stcs(reinterpret_cast<uint4*>(ptr), value);
+}
+
+template <typename StateT, int N>
+__device__ __forceinline__ void UnpackState(uint4 raw, float (&out)[N]) {
+  static_assert(N * sizeof(StateT) == 16, "one 16-byte vector per row");
+  const Vec<StateT, N>& vec = *reinterpret_cast<const Vec<StateT, N>*>(&raw);
+#pragma unroll
+  for (int i = 0; i < N; ++i) out[i] = ToFloat(vec.e[i]);
+}
+
+template <typename StateT, int N>
+__device__ __forceinline__ uint4 PackState(const float (&in)[N]) {
+  static_assert(N * sizeof(StateT) == 16, "one 16-byte vector per row");
+  uint4 raw;
+  Vec<StateT, N>& vec = *reinterpret_cast<Vec<StateT, N>*>(&raw);
+#pragma unroll
+  for (int i = 0; i < N; ++i) vec.e[i] = FromFloat<StateT>(in[i]);
+  return raw;
+}
+
+// ---- compile-time block shape ---------------------------------------------
+
+template <int kK_, int kV_, int kVTile_, int kThreads_, typename InT_, typename StateT_,
+          int kMinBlocks_ = 1>
+struct RecurrentShape {
+  using InT = InT_;
+  using StateT = StateT_;
+  static constexpr int kK = kK_;
+  static constexpr int kV = kV_;
+  static constexpr int kVTile = kVTile_;
+  static constexpr int kThreads = kThreads_;
+  static constexpr int kMinBlocks = kMinBlocks_;  // __launch_bounds__ residency hint
+  static constexpr int kWarps = kThreads / 32;
+  static constexpr int kCols = 16 / static_cast<int>(sizeof(StateT));
+  static constexpr int kThreadsPerRow = kVTile / kCols;
+  static constexpr int kRowGroups = kThreads / kThreadsPerRow;
+  static constexpr int kRowsPerThread = kK / kRowGroups;
+  static constexpr int kTilesPerHead = kV / kVTile;
+  static constexpr int kQkPerLane = kK / 32;  // q/k elements per lane (staging)
+
+  static_assert(kThreads % 32 == 0, "whole warps");
+  static_assert(kV % kVTile == 0, "V tiles cover V");
+  static_assert(kVTile % kCols == 0, "whole 16-byte vectors per row");
+  static_assert(kThreadsPerRow >= 1 && 32 % kThreadsPerRow == 0,
+                "a row segment is covered by lanes of one warp");
+  static_assert(kK % kRowGroups == 0 && kRowsPerThread >= 1, "rows split evenly");
+  static_assert(kK % 32 == 0, "q/k staged by one warp per token");
+};
+
+// Shared memory of one block: kTokensPerChunk tokens of staged inputs plus
+// the double-buffered cross-warp reduction.
+template <typename Shape>
+struct RecurrentSmem {
+  float q[kTokensPerChunk][Shape::kK];  // normalised, times scale
+  float k[kTokensPerChunk][Shape::kK];  // normalised
+  float v[kTokensPerChunk][Shape::kVTile];
+  float decay[kTokensPerChunk];  // exp(g)
+  float beta[kTokensPerChunk];
+  float kq[kTokensPerChunk];  // k . (scale q)
+  // [buffer][warp][0: D^T k, 1: D^T q][column]
+  alignas(16) float partial[2][Shape::kWarps][2][Shape::kVTile];
+};
+
+// Stages tokens [tok0, tok0 + n) of one (sequence, head) into shared memory:
+// warp w handles tokens w, w + kWarps, ...; the block's threads together
+// load the v tile. The caller synchronises afterwards.
+template <typename Shape>
+__device__ __forceinline__ void StageTokens(const RecurrentParams& p,
+                                            RecurrentSmem<Shape>& smem,
+                                            int tok0, int n, int head,
+                                            int qk_head, int col0) {
+  using InT = typename Shape::InT;
+  constexpr int kPer = Shape::kQkPerLane;
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  const int Hv = p.num_v_heads;
+  for (int t = warp; t < n; t += Shape::kWarps) {
+    const int64_t tok = tok0 + t;
+    const int64_t qk_offset = (tok * p.num_qk_heads + qk_head) * Shape::kK + lane * kPer;
+    float q[kPer], k[kPer];
+    LoadAsFloats<InT, kPer>(static_cast<const InT*>(p.q) + qk_offset, q);
+    LoadAsFloats<InT, kPer>(static_cast<const InT*>(p.k) + qk_offset, k);
+    float gate_g = 0.0f, gate_beta = 0.0f;
+    if (lane == 0) {
+      const int64_t gi = tok * Hv + head;
+      if (p.fused_gating) {
+        gate_g = FusedDecay(p.a[gi], p.A_log[head], p.dt_bias[head]);
+        gate_beta = FusedBeta(p.b[gi]);
+      } else {
+        gate_g = p.g[gi];
+        gate_beta = p.beta[gi];
+      }
+    }
+    float qq = 0.0f, kk = 0.0f, kq = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      qq += q[i] * q[i];
+      kk += k[i] * k[i];
+      kq += k[i] * q[i];
+    }
+#pragma unroll
+    for (int offset = 16; offset >= 1; offset /= 2) {
+      qq += __shfl_xor_sync(0xffffffffu, qq, offset);
+      kk += __shfl_xor_sync(0xffffffffu, kk, offset);
+      kq += __shfl_xor_sync(0xffffffffu, kq, offset);
+    }
+    float q_factor = p.scale, k_factor = 1.0f;
+    if (p.l2_norm_qk) {
+      const float rq = 1.0f / sqrtf(qq + kL2NormEps);
+      const float rk = 1.0f / sqrtf(kk + kL2NormEps);
+      q_factor *= rq;
+      k_factor = rk;
+    }
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      smem.q[t][lane * kPer + i] = q[i] * q_factor;
+      smem.k[t][lane * kPer + i] = k[i] * k_factor;
+    }
+    if (lane == 0) {
+      smem.kq[t] = kq * q_factor * k_factor;
+      smem.decay[t] = expf(gate_g);
+      smem.beta[t] = gate_beta;
+    }
+  }
+  const InT* v = static_cast<const InT*>(p.v);
+  for (int i = threadIdx.x; i < n * Shape::kVTile; i += Shape::kThreads) {
+    const int t = i / Shape::kVTile;
+    const int c = i % Shape::kVTile;
+    smem.v[t][c] = ToFloat(v[((int64_t)(tok0 + t) * Hv + head) * Shape::kV + col0 + c]);
+  }
+}
+
+// Where one block's work item lives: (sequence, value head, V tile), its
+// token range and pages, and this thread's place in the tile.
+struct RecurrentItem {
+  int seq, head, qk_head, col0;
+  int bos, eos;
+  int initial_page, final_page;
+  bool pages_ok;  // both ids usable (kZeroStatePage counts as usable initial)
+};
+
+template <typename Shape>
+__device__ __forceinline__ RecurrentItem LoadItem(const RecurrentParams& p, int item) {
+  RecurrentItem it;
+  // item = (seq * Hv + head) * kTilesPerHead + tile
+  const int tile = item % Shape::kTilesPerHead;
+  const int seq_head = item / Shape::kTilesPerHead;
+  it.head = seq_head % p.num_v_heads;
+  it.seq = seq_head / p.num_v_heads;
+  it.qk_head = it.head / p.group_size;
+  it.col0 = tile * Shape::kVTile;
+  it.bos = p.cu_seqlens[it.seq];
+  it.eos = p.cu_seqlens[it.seq + 1];
+  it.initial_page = p.initial_pages[it.seq];
+  it.final_page = p.final_pages[it.seq];
+  const bool initial_ok = it.initial_page == kZeroStatePage ||
+                          (it.initial_page >= 0 && it.initial_page < p.num_pages);
+  const bool final_ok = it.final_page >= 0 && it.final_page < p.num_pages;
+  it.pages_ok = initial_ok && final_ok;
+  return it;
+}
+
+// Element offset of this thread's first state row in a page: rows
+// r * kRowGroups + row_group, columns [my_col, my_col + kCols).
+template <typename Shape>
+__device__ __forceinline__ int64_t ThreadTileOffset(const RecurrentItem& it) {
+  const int row_group = threadIdx.x / Shape::kThreadsPerRow;
+  const int my_col = it.col0 + (threadIdx.x % Shape::kThreadsPerRow) * Shape::kCols;
+  return (int64_t)it.head * Shape::kK * Shape::kV + (int64_t)row_group * Shape::kV + my_col;
+}
+
+// Runs every token of one item over the state tile in registers `s`, then
+// stores the tile to the final page. Expects the item's first chunk staged
+// (StageTokens) and a __syncthreads since; `buffer` is the reduction
+// buffer parity, carried across items.
+template <typename Shape>
+__device__ __forceinline__ void RunItemTokens(const RecurrentParams& p,
+                                              RecurrentSmem<Shape>& smem,
+                                              const RecurrentItem& it,
+                                              float (&s)[Shape::kRowsPerThread][Shape::kCols],
+                                              int& buffer) {
+  using InT = typename Shape::InT;
+  using StateT = typename Shape::StateT;
+  constexpr int kCols = Shape::kCols;
+  constexpr int kRows = Shape::kRowsPerThread;
+  constexpr int kRowGroups = Shape::kRowGroups;
+  constexpr int kThreadsPerRow = Shape::kThreadsPerRow;
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  const int col_group = threadIdx.x % kThreadsPerRow;  // which 16-byte vector
+  const int row_group = threadIdx.x / kThreadsPerRow;  // rows r * kRowGroups + row_group
+  const int my_col = it.col0 + col_group * kCols;
+
+  InT* o = static_cast<InT*>(p.o);
+  int n = min(it.eos - it.bos, kTokensPerChunk);
+  for (int chunk_start = it.bos; chunk_start < it.eos;) {
+    for (int t = 0; t < n; ++t) {
+      const float decay = smem.decay[t];
+      float dk[kCols], dq[kCols];  // partial S^T k, S^T q over my rows
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) dk[c] = dq[c] = 0.0f;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const float kr = smem.k[t][r * kRowGroups + row_group];
+        const float qr = smem.q[t][r * kRowGroups + row_group];
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) {
+          dk[c] = fmaf(s[r][c], kr, dk[c]);
+          dq[c] = fmaf(s[r][c], qr, dq[c]);
+        }
+      }
+      // Row groups inside a warp: lanes kThreadsPerRow apart.
+#pragma unroll
+      for (int offset = kThreadsPerRow; offset < 32; offset *= 2) {
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) {
+          dk[c] += __shfl_xor_sync(0xffffffffu, dk[c], offset);
+          dq[c] += __shfl_xor_sync(0xffffffffu, dq[c], offset);
+        }
+      }
+      if (lane < kThreadsPerRow) {
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) {
+          smem.partial[buffer][warp][0][col_group * kCols + c] = dk[c];
+          smem.partial[buffer][warp][1][col_group * kCols + c] = dq[c];
+        }
+      }
+      __syncthreads();
+      float sk[kCols], sq[kCols];
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) sk[c] = sq[c] = 0.0f;
+#pragma unroll
+      for (int w = 0; w < Shape::kWarps; ++w) {
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) {
+          sk[c] += smem.partial[buffer][w][0][col_group * kCols + c];
+          sq[c] += smem.partial[buffer][w][1][col_group * kCols + c];
+        }
+      }
+      buffer ^= 1;
+
+      const float beta = smem.beta[t];
+      const float kq = smem.kq[t];
+      float u[kCols], out[kCols];
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) {
+        u[c] = beta * (smem.v[t][col_group * kCols + c] - decay * sk[c]);
+        out[c] = fmaf(decay, sq[c], kq * u[c]);
+      }
+      if (row_group == 0) {
+        InT* dst = o + ((int64_t)(chunk_start + t) * p.num_v_heads + it.head) * Shape::kV + my_col;
+        if (!it.pages_ok) {
+#pragma unroll
+          for (int c = 0; c < kCols; ++c) out[c] = __int_as_float(0x7fc00000);
+        }
+        StoreFromFloats<InT, kCols>(dst, out);
+      }
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const float kr = smem.k[t][r * kRowGroups + row_group];
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) s[r][c] = fmaf(s[r][c], decay, kr * u[c]);
+      }
+    }
+    chunk_start += n;
+    if (chunk_start < it.eos) {  // prefill: stage the next chunk
+      __syncthreads();  // everyone is done reading this chunk
+      n = min(it.eos - chunk_start, kTokensPerChunk);
+      StageTokens<Shape>(p, smem, chunk_start, n, it.head, it.qk_head, it.col0);
+      __syncthreads();
+    }
+  }
+
+  if (it.pages_ok) {
+    StateT* dst = reinterpret_cast<StateT*>(p.pool_base + (int64_t)it.final_page * p.page_bytes) +
+                  ThreadTileOffset<Shape>(it);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      StoreStateRow(dst + (int64_t)r * kRowGroups * Shape::kV, PackState<StateT, kCols>(s[r]));
+    }
+  }
+}
+
+// One block per item: load the tile (registers), stage the tokens, run.
+template <typename Shape>
+__global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
+    GdnRecurrentKernel(const RecurrentParams p) {
+  using StateT = typename Shape::StateT;
+  constexpr int kRows = Shape::kRowsPerThread;
+  __shared__ RecurrentSmem<Shape> smem;
+
+  const RecurrentItem it = LoadItem<Shape>(p, blockIdx.x);
+  // Issue the state loads first: they are the bulk of the bytes, and the
+  // token staging below overlaps with them.
+  uint4 raw[kRows];
+  if (it.initial_page >= 0 && it.pages_ok) {
+    const StateT* src = reinterpret_cast<const StateT*>(
+        p.pool_base + (int64_t)it.initial_page * p.page_bytes) + ThreadTileOffset<Shape>(it);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      raw[r] = LoadStateRow(src + (int64_t)r * Shape::kRowGroups * Shape::kV);
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) raw[r] = make_uint4(0, 0, 0, 0);
+  }
+  StageTokens<Shape>(p, smem, it.bos, min(it.eos - it.bos, kTokensPerChunk), it.head,
+                     it.qk_head, it.col0);
+  float s[kRows][Shape::kCols];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) UnpackState<StateT, Shape::kCols>(raw[r], s[r]);
+  __syncthreads();
+  int buffer = 0;
+  RunItemTokens<Shape>(p, smem, it, s, buffer);
+}
+
+// Host launcher of one compiled instance: grid (N * Hv * V / VTile).
+template <typename Shape>
+absl::Status LaunchRecurrentInstance(const RecurrentParams& params, cudaStream_t stream) {
+  const int64_t blocks = (int64_t)params.num_seqs * params.num_v_heads * Shape::kTilesPerHead;
+  if (blocks > 0x7fffffff) {
+    return absl::InvalidArgumentError(absl::StrCat("grid of ", blocks, " blocks is too large"));
+  }
+  GdnRecurrentKernel<Shape><<<static_cast<unsigned>(blocks), Shape::kThreads, 0, stream>>>(params);
+  GDN_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return absl::OkStatus();
+}
+
+}  // namespace gdn::cuda
+
+#endif  // GDN_KERNELS_CUDA_RECURRENT_KERNEL_CUH_

@@ -1,0 +1,126 @@
+// The persistent variant of the recurrent kernel (device code + launcher):
+// a grid of (SMs x resident blocks) walks the (sequence, head, V tile) items
+// with a stride, and while one item computes, the next item's state tile is
+// already streaming into shared memory with cp.async (two buffers).
+//
+// Why: in the one-block-per-item kernel the state bytes in flight live in
+// registers only during a block's load phase, so the number of resident
+// blocks (registers: the fp32 tile for the token loop) caps the bandwidth;
+// bf16 pages carry half the bytes per register and suffer most. Here the
+// bytes in flight live in shared memory and are always in flight.
+//
+// Each thread copies exactly the 16-byte rows it later owns, to slots
+// [stage][row][thread] (conflict-free), so cp.async.wait_group alone makes
+// them visible to it: no block barrier is needed for the tile.
+#ifndef GDN_KERNELS_CUDA_RECURRENT_PERSISTENT_KERNEL_CUH_
+#define GDN_KERNELS_CUDA_RECURRENT_PERSISTENT_KERNEL_CUH_
+
+#include <cuda_pipeline.h>
+
+#include "kernels/cuda/recurrent_kernel.cuh"
+
+namespace gdn::cuda {
+
+template <typename Shape>
+inline constexpr size_t kPersistentTileSmemBytes =
+    2u * Shape::kRowsPerThread * Shape::kThreads * sizeof(uint4);
+
+// Issues the cp.async copies of this thread's rows of `it`'s initial tile
+// into buffer `stage` (nothing for a zero or unusable initial page).
+template <typename Shape>
+__device__ __forceinline__ void PrefetchTile(const RecurrentParams& p, const RecurrentItem& it,
+                                             uint4* buffers, int stage) {
+  using StateT = typename Shape::StateT;
+  if (it.initial_page < 0 || !it.pages_ok) return;
+  const StateT* src = reinterpret_cast<const StateT*>(
+      p.pool_base + (int64_t)it.initial_page * p.page_bytes) + ThreadTileOffset<Shape>(it);
+#pragma unroll
+  for (int r = 0; r < Shape::kRowsPerThread; ++r) {
+    uint4* slot = buffers + (stage * Shape::kRowsPerThread + r) * Shape::kThreads + threadIdx.x;
+    __pipeline_memcpy_async(slot, src + (int64_t)r * Shape::kRowGroups * Shape::kV,
+                            sizeof(uint4));
+  }
+}
+
+template <typename Shape>
+__global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
+    GdnRecurrentPersistentKernel(const RecurrentParams p, int num_items) {
+  using StateT = typename Shape::StateT;
+  constexpr int kRows = Shape::kRowsPerThread;
+  __shared__ RecurrentSmem<Shape> smem;
+  extern __shared__ uint4 tile_buffers[];  // [2][kRows][kThreads]
+
+  int item = blockIdx.x;
+  if (item >= num_items) return;
+  RecurrentItem cur = LoadItem<Shape>(p, item);
+  PrefetchTile<Shape>(p, cur, tile_buffers, 0);
+  __pipeline_commit();
+  int stage = 0;
+  int buffer = 0;
+  for (;;) {
+    const int next_item = item + gridDim.x;
+    const bool has_next = next_item < num_items;
+    RecurrentItem next = cur;
+    if (has_next) next = LoadItem<Shape>(p, next_item);
+    __syncthreads();  // the previous item's staged tokens are consumed
+    StageTokens<Shape>(p, smem, cur.bos, min(cur.eos - cur.bos, kTokensPerChunk), cur.head,
+                       cur.qk_head, cur.col0);
+    if (has_next) PrefetchTile<Shape>(p, next, tile_buffers, stage ^ 1);
+    __pipeline_commit();
+    __pipeline_wait_prior(1);  // this item's tile has landed
+    float s[kRows][Shape::kCols];
+    const bool has_state = cur.initial_page >= 0 && cur.pages_ok;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const uint4 raw = has_state
+                            ? tile_buffers[(stage * kRows + r) * Shape::kThreads + threadIdx.x]
+                            : make_uint4(0, 0, 0, 0);
+      UnpackState<StateT, Shape::kCols>(raw, s[r]);
+    }
+    __syncthreads();  // staged tokens visible
+    RunItemTokens<Shape>(p, smem, cur, s, buffer);
+    if (!has_next) break;
+    cur = next;
+    item = next_item;
+    stage ^= 1;
+  }
+}
+
+template <typename Shape>
+absl::Status LaunchRecurrentPersistentInstance(const RecurrentParams& params,
+                                               cudaStream_t stream) {
+  const int64_t items = (int64_t)params.num_seqs * params.num_v_heads * Shape::kTilesPerHead;
+  if (items > 0x7fffffff) {
+    return absl::InvalidArgumentError(absl::StrCat("grid of ", items, " items is too large"));
+  }
+  constexpr size_t kDynamicSmem = kPersistentTileSmemBytes<Shape>;
+  // Per instance and device: the opt-in for the dynamic shared memory and
+  // the resident blocks per SM (host-only queries; safe during capture).
+  static int resident_blocks[64] = {};
+  static int sm_counts[64] = {};
+  int device = 0;
+  GDN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  if (device < 0 || device >= 64) return absl::InternalError("device index out of range");
+  if (resident_blocks[device] == 0) {
+    GDN_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(GdnRecurrentPersistentKernel<Shape>,
+                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                  static_cast<int>(kDynamicSmem)));
+    int blocks = 0;
+    GDN_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &blocks, GdnRecurrentPersistentKernel<Shape>, Shape::kThreads, kDynamicSmem));
+    GDN_CUDA_RETURN_IF_ERROR(
+        cudaDeviceGetAttribute(&sm_counts[device], cudaDevAttrMultiProcessorCount, device));
+    resident_blocks[device] = blocks > 0 ? blocks : 1;
+  }
+  const int64_t grid =
+      std::min<int64_t>(items, (int64_t)resident_blocks[device] * sm_counts[device]);
+  GdnRecurrentPersistentKernel<Shape>
+      <<<static_cast<unsigned>(grid), Shape::kThreads, kDynamicSmem, stream>>>(
+          params, static_cast<int>(items));
+  GDN_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return absl::OkStatus();
+}
+
+}  // namespace gdn::cuda
+
+#endif  // GDN_KERNELS_CUDA_RECURRENT_PERSISTENT_KERNEL_CUH_

@@ -1,0 +1,165 @@
+#include "kernels/oracle/gdn_oracle.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/gdn_types.h"
+
+namespace gdn::oracle {
+namespace {
+
+struct Dims {
+  int64_t n, t, hqk, hv, k, v;
+};
+
+absl::Status CheckSize(const char* name, size_t got, int64_t want) {
+  if (static_cast<int64_t>(got) == want) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("oracle: ", name, " has ", got, " values, expected ", want));
+}
+
+absl::StatusOr<Dims> CheckInputs(const GdnOptions& options,
+                                 const Inputs& in) {
+  const LayerShape& s = options.shape;
+  if (s.num_qk_heads < 1 || s.num_v_heads < 1 ||
+      s.num_v_heads % s.num_qk_heads != 0 || s.head_dim_k < 1 ||
+      s.head_dim_v < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("oracle: bad shape ", DescribeOptions(options)));
+  }
+  if (in.cu_seqlens.size() < 2 || in.cu_seqlens[0] != 0) {
+    return absl::InvalidArgumentError(
+        "oracle: cu_seqlens must have N + 1 >= 2 entries starting at 0");
+  }
+  for (size_t i = 1; i < in.cu_seqlens.size(); ++i) {
+    if (in.cu_seqlens[i] < in.cu_seqlens[i - 1]) {
+      return absl::InvalidArgumentError("oracle: cu_seqlens must not decrease");
+    }
+  }
+  Dims d{in.num_seqs(), in.total_tokens(), s.num_qk_heads, s.num_v_heads,
+         s.head_dim_k, s.head_dim_v};
+  absl::Status st;
+  if (!(st = CheckSize("q", in.q.size(), d.t * d.hqk * d.k)).ok()) return st;
+  if (!(st = CheckSize("k", in.k.size(), d.t * d.hqk * d.k)).ok()) return st;
+  if (!(st = CheckSize("v", in.v.size(), d.t * d.hv * d.v)).ok()) return st;
+  if (options.gating == GatingMode::kDirect) {
+    if (!(st = CheckSize("g", in.g.size(), d.t * d.hv)).ok()) return st;
+    if (!(st = CheckSize("beta", in.beta.size(), d.t * d.hv)).ok()) return st;
+  } else {
+    if (!(st = CheckSize("a", in.a.size(), d.t * d.hv)).ok()) return st;
+    if (!(st = CheckSize("b", in.b.size(), d.t * d.hv)).ok()) return st;
+    if (!(st = CheckSize("A_log", in.A_log.size(), d.hv)).ok()) return st;
+    if (!(st = CheckSize("dt_bias", in.dt_bias.size(), d.hv)).ok()) return st;
+  }
+  if (!(st = CheckSize("initial_states", in.initial_states.size(), d.n)).ok()) {
+    return st;
+  }
+  for (const auto& state : in.initial_states) {
+    if (!state.empty() &&
+        !(st = CheckSize("initial_states[i]", state.size(), d.hv * d.k * d.v))
+             .ok()) {
+      return st;
+    }
+  }
+  return d;
+}
+
+// x / sqrt(sum(x^2) + eps), in place, float64.
+void L2Normalize(std::vector<double>* x) {
+  double sum = 0;
+  for (double e : *x) sum += e * e;
+  const double inv = 1.0 / std::sqrt(sum + static_cast<double>(kL2NormEps));
+  for (double& e : *x) e *= inv;
+}
+
+}  // namespace
+
+double FusedDecay(double a, double A_log, double dt_bias) {
+  const double x = a + dt_bias;
+  const double softplus = x > 20.0 ? x : std::log1p(std::exp(x));
+  return -std::exp(A_log) * softplus;
+}
+
+double FusedBeta(double b) { return 1.0 / (1.0 + std::exp(-b)); }
+
+absl::StatusOr<Outputs> RunChecked(const GdnOptions& options,
+                                   const Inputs& in) {
+  absl::StatusOr<Dims> dims = CheckInputs(options, in);
+  if (!dims.ok()) return dims.status();
+  const Dims d = *dims;
+  const int64_t group = d.hv / d.hqk;
+  const double scale = options.scale != 0.0f
+                           ? static_cast<double>(options.scale)
+                           : 1.0 / std::sqrt(static_cast<double>(d.k));
+
+  Outputs out;
+  out.o.assign(d.t * d.hv * d.v, 0.0);
+  out.final_states.resize(d.n);
+  std::vector<double> q(d.k), k(d.k), kv(d.v), u(d.v);
+  for (int64_t seq = 0; seq < d.n; ++seq) {
+    // [Hv, K, V], V fastest.
+    std::vector<double>& state = out.final_states[seq];
+    state.assign(d.hv * d.k * d.v, 0.0);
+    const std::vector<float>& init = in.initial_states[seq];
+    for (size_t i = 0; i < init.size(); ++i) state[i] = init[i];
+
+    for (int64_t t = in.cu_seqlens[seq]; t < in.cu_seqlens[seq + 1]; ++t) {
+      for (int64_t h = 0; h < d.hv; ++h) {
+        const int64_t hk = h / group;  // GVA: value head h reads q/k head h / G
+        for (int64_t i = 0; i < d.k; ++i) {
+          q[i] = in.q[(t * d.hqk + hk) * d.k + i];
+          k[i] = in.k[(t * d.hqk + hk) * d.k + i];
+        }
+        if (options.l2_norm_qk) {
+          L2Normalize(&q);
+          L2Normalize(&k);
+        }
+        double g, beta;
+        if (options.gating == GatingMode::kDirect) {
+          g = in.g[t * d.hv + h];
+          beta = in.beta[t * d.hv + h];
+        } else {
+          g = FusedDecay(in.a[t * d.hv + h], in.A_log[h], in.dt_bias[h]);
+          beta = FusedBeta(in.b[t * d.hv + h]);
+        }
+        double* s = &state[h * d.k * d.v];  // [K, V]
+        // S = exp(g) S
+        const double decay = std::exp(g);
+        for (int64_t i = 0; i < d.k * d.v; ++i) s[i] *= decay;
+        // u = beta (v - S^T k)
+        for (int64_t j = 0; j < d.v; ++j) kv[j] = 0;
+        for (int64_t i = 0; i < d.k; ++i) {
+          for (int64_t j = 0; j < d.v; ++j) kv[j] += s[i * d.v + j] * k[i];
+        }
+        for (int64_t j = 0; j < d.v; ++j) {
+          u[j] = beta * (in.v[(t * d.hv + h) * d.v + j] - kv[j]);
+        }
+        // S = S + k u^T
+        for (int64_t i = 0; i < d.k; ++i) {
+          for (int64_t j = 0; j < d.v; ++j) s[i * d.v + j] += k[i] * u[j];
+        }
+        // o = S^T (scale q)
+        double* o = &out.o[(t * d.hv + h) * d.v];
+        for (int64_t i = 0; i < d.k; ++i) {
+          const double qi = scale * q[i];
+          for (int64_t j = 0; j < d.v; ++j) o[j] += s[i * d.v + j] * qi;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+Outputs Run(const GdnOptions& options, const Inputs& inputs) {
+  absl::StatusOr<Outputs> out = RunChecked(options, inputs);
+  if (!out.ok()) {
+    std::fprintf(stderr, "gdn::oracle::Run: %s\n",
+                 out.status().ToString().c_str());
+    std::abort();
+  }
+  return *std::move(out);
+}
+
+}  // namespace gdn::oracle

@@ -1,0 +1,88 @@
+// Runs oracle::Inputs through a Backend end to end (any backend: cpu, cuda),
+// so the same test can compare every backend to the float64 oracle.
+// Test-only.
+//
+// What a run does: allocates a state pool on the backend, writes the initial
+// states into pages (converted to options.state_dtype; zero-state sequences
+// get kZeroStatePage), copies inputs (converted to options.input_dtype) and
+// cu_seqlens to backend memory, POISONS o and every page not holding an
+// initial state with NaN, runs, synchronises, copies o and the final states
+// back, frees everything. Odd sequences read one page and write another
+// (copy-on-write path); even ones update their page in place. Pages that are
+// no sequence's final page must come back byte-identical (catches stray
+// writes).
+#ifndef GDN_KERNELS_TESTING_BACKEND_RUNNER_H_
+#define GDN_KERNELS_TESTING_BACKEND_RUNNER_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/backend.h"
+#include "kernels/gdn_params.h"
+#include "kernels/gdn_types.h"
+#include "kernels/oracle/gdn_oracle.h"
+
+namespace gdn::testing {
+
+// What a backend produced, converted to fp32.
+struct BackendOutputs {
+  std::vector<float> o;                          // [T, Hv, V]
+  std::vector<std::vector<float>> final_states;  // [N][Hv * K * V]
+};
+
+enum class EntryPoint { kDecode, kPrefill };
+
+absl::StatusOr<BackendOutputs> RunOnBackend(Backend& backend,
+                                            const GdnOptions& options,
+                                            const oracle::Inputs& inputs,
+                                            EntryPoint entry);
+
+// The staged form of RunOnBackend, for tests that tamper with the params
+// (bad page ids, null pointers) or look at the raw pool bytes. Owns the
+// backend allocations and frees them on destruction.
+class StagedCall {
+ public:
+  static absl::StatusOr<std::unique_ptr<StagedCall>> Create(
+      Backend& backend, const GdnOptions& options,
+      const oracle::Inputs& inputs);
+  ~StagedCall();
+  StagedCall(const StagedCall&) = delete;
+  StagedCall& operator=(const StagedCall&) = delete;
+
+  // Ready-to-use params pointing at the staged buffers; editable.
+  GdnParams& params() { return params_; }
+  // Page-id arrays in backend memory, rewritable (e.g. to an invalid id).
+  absl::Status SetPages(const std::vector<int32_t>& initial_pages,
+                        const std::vector<int32_t>& final_pages);
+  const std::vector<int32_t>& initial_pages() const { return initial_pages_; }
+  const std::vector<int32_t>& final_pages() const { return final_pages_; }
+
+  // Calls backend.Decode / .Prefill with params(), then Synchronize().
+  absl::Status Run(EntryPoint entry);
+  // o and each sequence's final page (per final_pages()), as fp32.
+  absl::StatusOr<BackendOutputs> Fetch();
+  // The whole pool, raw bytes.
+  absl::StatusOr<std::vector<uint8_t>> PoolBytes();
+  // The pool bytes right after staging (initial states + NaN poison).
+  const std::vector<uint8_t>& staged_pool_bytes() const { return staged_pool_; }
+
+ private:
+  StagedCall(Backend& backend, const GdnOptions& options);
+  absl::StatusOr<void*> Upload(const void* host, size_t bytes);
+
+  Backend& backend_;
+  GdnOptions options_;
+  GdnParams params_;
+  std::vector<int32_t> cu_seqlens_host_;
+  std::vector<int32_t> initial_pages_, final_pages_;
+  std::vector<uint8_t> staged_pool_;
+  std::vector<void*> allocations_;
+  int32_t* initial_pages_device_ = nullptr;
+  int32_t* final_pages_device_ = nullptr;
+};
+
+}  // namespace gdn::testing
+
+#endif  // GDN_KERNELS_TESTING_BACKEND_RUNNER_H_

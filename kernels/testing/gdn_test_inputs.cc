@@ -1,0 +1,223 @@
+#include "kernels/testing/gdn_test_inputs.h"
+
+#include <cmath>
+#include <random>
+
+#include "kernels/dtype_convert.h"
+
+namespace gdn::testing {
+namespace {
+
+// Magnitude of a random initial state's entries: a state that has absorbed
+// many unit-norm-k / randn-v writes reads back S^T k of order |v| ~ 1.
+constexpr float kInitialStateStddev = 0.5f;
+
+// Saturates softplus / sigmoid in fp32: expf(-200) == 0 and expf(200) == Inf,
+// so softplus(-200) == 0, sigmoid(-200) == 0 and sigmoid(200) == 1 exactly.
+constexpr float kSaturating = 200.0f;
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : engine_(seed) {}
+  float Normal() { return normal_(engine_); }
+  float Uniform(float lo, float hi) {
+    return std::uniform_real_distribution<float>(lo, hi)(engine_);
+  }
+
+ private:
+  std::mt19937_64 engine_;
+  std::normal_distribution<float> normal_{0.0f, 1.0f};
+};
+
+float LogSigmoid(float x) {  // stable: -softplus(-x)
+  return x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x));
+}
+float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// [rows, dim] randn, optionally with each row scaled to unit L2 norm.
+std::vector<float> RandnRows(Rng& rng, int64_t rows, int64_t dim,
+                             bool unit_norm) {
+  std::vector<float> x(rows * dim);
+  for (float& e : x) e = rng.Normal();
+  if (unit_norm) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = 0;
+      for (int64_t i = 0; i < dim; ++i) sum += double(x[r * dim + i]) * x[r * dim + i];
+      const float inv = static_cast<float>(1.0 / std::sqrt(sum));
+      for (int64_t i = 0; i < dim; ++i) x[r * dim + i] *= inv;
+    }
+  }
+  return x;
+}
+
+void MakeDirectGating(Rng& rng, GateProfile profile, int64_t n,
+                      oracle::Inputs* in) {
+  in->g.resize(n);
+  in->beta.resize(n);
+  for (int64_t i = 0; i < n; ++i) {
+    float g = LogSigmoid(rng.Normal()) / 16.0f;
+    float beta = Sigmoid(rng.Normal());
+    switch (profile) {
+      case GateProfile::kRandom: break;
+      case GateProfile::kNoDecay: g = 0.0f; break;
+      case GateProfile::kStrongDecay: g = -rng.Uniform(5.0f, 20.0f); break;
+      case GateProfile::kBetaZero: beta = 0.0f; break;
+      case GateProfile::kBetaOne: beta = 1.0f; break;
+    }
+    in->g[i] = g;
+    in->beta[i] = beta;
+  }
+}
+
+// g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b). In the random
+// profile exp(A_log) ~ 0.5..2 and a + dt_bias ~ -3 + randn give g around
+// -0.05 like logsigmoid(randn)/16.
+void MakeFusedGating(Rng& rng, GateProfile profile, int64_t tokens, int64_t hv,
+                     oracle::Inputs* in) {
+  const bool strong = profile == GateProfile::kStrongDecay;
+  in->A_log.resize(hv);
+  in->dt_bias.resize(hv);
+  for (int64_t h = 0; h < hv; ++h) {
+    in->A_log[h] = strong ? std::log(rng.Uniform(5.0f, 10.0f))
+                          : std::log(rng.Uniform(0.5f, 2.0f));
+    in->dt_bias[h] = rng.Uniform(-4.0f, -2.0f);
+  }
+  in->a.resize(tokens * hv);
+  in->b.resize(tokens * hv);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t h = 0; h < hv; ++h) {
+      float a = rng.Normal();
+      float b = rng.Normal();
+      switch (profile) {
+        case GateProfile::kRandom: break;
+        case GateProfile::kNoDecay: a = -kSaturating; break;
+        // softplus(1..2) ~ 1.3..2.1, times exp(A_log) 5..10: g ~ -6.5..-21.
+        case GateProfile::kStrongDecay: a = rng.Uniform(1.0f, 2.0f) - in->dt_bias[h]; break;
+        case GateProfile::kBetaZero: b = -kSaturating; break;
+        case GateProfile::kBetaOne: b = kSaturating; break;
+      }
+      in->a[t * hv + h] = a;
+      in->b[t * hv + h] = b;
+    }
+  }
+}
+
+}  // namespace
+
+const char* GateProfileName(GateProfile profile) {
+  switch (profile) {
+    case GateProfile::kRandom: return "random";
+    case GateProfile::kNoDecay: return "no_decay";
+    case GateProfile::kStrongDecay: return "strong_decay";
+    case GateProfile::kBetaZero: return "beta_zero";
+    case GateProfile::kBetaOne: return "beta_one";
+  }
+  return "unknown";
+}
+
+void RoundThroughState(StateDType dtype, std::vector<float>* values) {
+  if (dtype == StateDType::kBF16) {
+    for (float& v : *values) v = Bf16ToFloat(FloatToBf16(v));
+  }
+}
+
+std::vector<float> ToFloat(const std::vector<double>& values) {
+  return std::vector<float>(values.begin(), values.end());
+}
+
+namespace {
+
+// Appends rows [begin, end) of a [T, width] tensor (nothing if it is empty).
+void AppendRows(const std::vector<float>& src, int64_t width, int64_t begin,
+                int64_t end, std::vector<float>* dst) {
+  if (src.empty()) return;
+  dst->insert(dst->end(), src.begin() + begin * width, src.begin() + end * width);
+}
+
+}  // namespace
+
+oracle::Inputs SliceSequence(const GdnOptions& options,
+                             const oracle::Inputs& in, int seq, int begin,
+                             int end, std::vector<float> initial_state) {
+  const LayerShape& s = options.shape;
+  const int64_t t0 = in.cu_seqlens[seq] + begin;
+  const int64_t t1 = in.cu_seqlens[seq] + end;
+  oracle::Inputs out;
+  out.cu_seqlens = {0, static_cast<int32_t>(end - begin)};
+  AppendRows(in.q, int64_t{s.num_qk_heads} * s.head_dim_k, t0, t1, &out.q);
+  AppendRows(in.k, int64_t{s.num_qk_heads} * s.head_dim_k, t0, t1, &out.k);
+  AppendRows(in.v, int64_t{s.num_v_heads} * s.head_dim_v, t0, t1, &out.v);
+  AppendRows(in.g, s.num_v_heads, t0, t1, &out.g);
+  AppendRows(in.beta, s.num_v_heads, t0, t1, &out.beta);
+  AppendRows(in.a, s.num_v_heads, t0, t1, &out.a);
+  AppendRows(in.b, s.num_v_heads, t0, t1, &out.b);
+  out.A_log = in.A_log;
+  out.dt_bias = in.dt_bias;
+  out.initial_states = {std::move(initial_state)};
+  return out;
+}
+
+oracle::Inputs ConcatSequences(const std::vector<oracle::Inputs>& parts) {
+  oracle::Inputs out;
+  out.cu_seqlens = {0};
+  for (const oracle::Inputs& part : parts) {
+    for (size_t i = 1; i < part.cu_seqlens.size(); ++i) {
+      out.cu_seqlens.push_back(out.cu_seqlens.back() + part.cu_seqlens[i] -
+                               part.cu_seqlens[i - 1]);
+    }
+    for (auto [src, dst] : {std::pair{&part.q, &out.q}, {&part.k, &out.k},
+                            {&part.v, &out.v}, {&part.g, &out.g},
+                            {&part.beta, &out.beta}, {&part.a, &out.a},
+                            {&part.b, &out.b}}) {
+      dst->insert(dst->end(), src->begin(), src->end());
+    }
+    out.initial_states.insert(out.initial_states.end(),
+                              part.initial_states.begin(),
+                              part.initial_states.end());
+    // Per-head parameters are the layer's: the same in every part.
+    if (!part.A_log.empty()) out.A_log = part.A_log;
+    if (!part.dt_bias.empty()) out.dt_bias = part.dt_bias;
+  }
+  return out;
+}
+
+oracle::Inputs MakeRandomInputs(const GdnOptions& options,
+                                const std::vector<int>& seq_lens, uint64_t seed,
+                                bool random_initial_state,
+                                GateProfile profile) {
+  const LayerShape& s = options.shape;
+  Rng rng(seed);
+  oracle::Inputs in;
+  in.cu_seqlens.push_back(0);
+  for (int len : seq_lens) in.cu_seqlens.push_back(in.cu_seqlens.back() + len);
+  const int64_t tokens = in.total_tokens();
+
+  // Raw randn when the kernel normalises, unit rows when it does not.
+  const bool unit = !options.l2_norm_qk;
+  in.q = RandnRows(rng, tokens * s.num_qk_heads, s.head_dim_k, unit);
+  in.k = RandnRows(rng, tokens * s.num_qk_heads, s.head_dim_k, unit);
+  in.v = RandnRows(rng, tokens * s.num_v_heads, s.head_dim_v, false);
+  RoundThrough(options.input_dtype, in.q.data(), in.q.size());
+  RoundThrough(options.input_dtype, in.k.data(), in.k.size());
+  RoundThrough(options.input_dtype, in.v.data(), in.v.size());
+
+  if (options.gating == GatingMode::kDirect) {
+    MakeDirectGating(rng, profile, tokens * s.num_v_heads, &in);
+  } else {
+    MakeFusedGating(rng, profile, tokens, s.num_v_heads, &in);
+  }
+
+  in.initial_states.resize(seq_lens.size());
+  if (random_initial_state) {
+    const int64_t state_size =
+        int64_t{s.num_v_heads} * s.head_dim_k * s.head_dim_v;
+    for (auto& state : in.initial_states) {
+      state.resize(state_size);
+      for (float& e : state) e = kInitialStateStddev * rng.Normal();
+      RoundThroughState(options.state_dtype, &state);
+    }
+  }
+  return in;
+}
+
+}  // namespace gdn::testing

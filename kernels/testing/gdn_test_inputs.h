@@ -1,0 +1,56 @@
+// Fresh random operator inputs for tests and benchmarks (shared/GDN.md,
+// "Numerics and how to test"): q, k ~ randn, v ~ randn, gating per profile,
+// random initial states, all rounded to the dtypes the kernel will see so the
+// oracle and the backend start from the very same numbers. Test-only.
+#ifndef GDN_KERNELS_TESTING_GDN_TEST_INPUTS_H_
+#define GDN_KERNELS_TESTING_GDN_TEST_INPUTS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/gdn_types.h"
+#include "kernels/oracle/gdn_oracle.h"
+#include "kernels/testing/error_stats.h"
+
+namespace gdn::testing {
+
+enum class GateProfile {
+  kRandom,       // g = logsigmoid(randn)/16, beta = sigmoid(randn)
+  kNoDecay,      // g = 0 exactly
+  kStrongDecay,  // g very negative (-5..-20)
+  kBetaZero,     // beta = 0 exactly (state only decays)
+  kBetaOne,      // beta = 1 exactly (full overwrite along k)
+};
+const char* GateProfileName(GateProfile profile);
+
+// Fresh random inputs: q, k ~ randn (L2-normalised when !options.l2_norm_qk,
+// raw otherwise so the in-kernel norm matters), v ~ randn, gating per profile
+// (for kFused: random a, b, A_log, dt_bias that give comparable g, beta; the
+// exact-0 / exact-1 profiles saturate softplus / sigmoid so that fp32 gives
+// exactly 0 / 1), q/k/v rounded to options.input_dtype; initial states random
+// (magnitude like a real state) and rounded to options.state_dtype when
+// random_initial_state, else empty. Deterministic in `seed`.
+oracle::Inputs MakeRandomInputs(const GdnOptions& options,
+                                const std::vector<int>& seq_lens, uint64_t seed,
+                                bool random_initial_state,
+                                GateProfile profile = GateProfile::kRandom);
+
+// Tokens [begin, end) of sequence `seq` (positions within the sequence) as a
+// one-sequence input, starting from `initial_state` ([Hv, K, V] or empty).
+oracle::Inputs SliceSequence(const GdnOptions& options,
+                             const oracle::Inputs& inputs, int seq, int begin,
+                             int end, std::vector<float> initial_state);
+
+// One batch of the given one-or-more-sequence inputs, in order.
+oracle::Inputs ConcatSequences(const std::vector<oracle::Inputs>& parts);
+
+// Rounds values through the state dtype (what storing a state page does).
+void RoundThroughState(StateDType dtype, std::vector<float>* values);
+
+// The fp32 view of a float64 vector (for feeding one call's oracle final
+// states into the next call as initial states).
+std::vector<float> ToFloat(const std::vector<double>& values);
+
+}  // namespace gdn::testing
+
+#endif  // GDN_KERNELS_TESTING_GDN_TEST_INPUTS_H_

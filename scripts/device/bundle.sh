@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds the CUDA targets here and bundles them for the device machine:
+# binaries and libgdn_capi.so into .bundle/bin, every shared library they
+# need that the device lacks (all ldd lists except glibc, libstdc++, libgcc
+# and the driver's libcuda) into .bundle/lib, and the commit into
+# .bundle/COMMIT. .bundle/ is git-ignored; carry it with the `run` call:
+#   run carry [".bundle", ".whl"] command "bash scripts/device/gpu_suite.sh"
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build-cuda}
+TARGETS=(cuda_backend_test recurrent_kernel_test decode_graph_test gdn_capi_test decode_bench gdn_capi)
+
+cmake -S . -B "$BUILD" -G Ninja -DGDN_WITH_CUDA=ON -DGDN_CUDA_ARCHITECTURES=90a >/dev/null
+cmake --build "$BUILD" --target "${TARGETS[@]}" -j2
+
+rm -rf .bundle
+mkdir -p .bundle/bin .bundle/lib
+for t in "${TARGETS[@]}"; do
+  f=$(find "$BUILD" -type f \( -name "$t" -o -name "lib$t.so" \) | head -1)
+  [ -n "$f" ] || { echo "missing build output for $t" >&2; exit 1; }
+  cp "$f" .bundle/bin/
+done
+for f in .bundle/bin/*; do
+  ldd "$f" | awk '/=> \// {print $3}'
+done | sort -u | grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda)\.so' \
+  | grep -v libgdn_capi | while read -r lib; do cp -L "$lib" .bundle/lib/; done
+strip --strip-debug .bundle/bin/*  # the debug info is most of the size; carry is 64 MiB
+
+{
+  echo "commit $(git rev-parse HEAD)"
+  if [ -n "$(git status --porcelain -- kernels bench tests scripts)" ]; then
+    echo "working tree had uncommitted changes under kernels/ bench/ tests/ scripts/"
+  fi
+} > .bundle/COMMIT
+du -sh .bundle
+cat .bundle/COMMIT

@@ -1,0 +1,140 @@
+// The engine: one thread that owns the Backend (its stream) and the
+// StateCache, and runs every Forward call and session command.
+//
+// Threading: SubmitForward and RunSessionCommand are safe from any thread
+// (the gRPC handlers); they only enqueue. Everything else - admission, lease
+// acquisition, staging, kernel calls, commits and session commands - runs on
+// the engine thread, so the cache and the backend are touched by one thread.
+// Completion callbacks (ForwardCall::done, session commands) run on the
+// engine thread and must not block.
+//
+// Ordering: per (session, layer), calls apply in `position` order, exactly
+// once (admission.h). A call is all or nothing across its sequences: it
+// takes every WriteLease before any of its work runs and commits them all
+// after its last chunk; a failure aborts them all.
+//
+// One iteration: admit waiting calls; drop admitted calls that were
+// cancelled or passed their deadline before running (abort their leases);
+// plan (batch_planner.h: decodes first, prefills in chunks under
+// max_batch_tokens, across clients and layers); stage, run one Decode and
+// one Prefill call, copy o back, synchronize; complete finished calls.
+#ifndef GDN_SERVER_ENGINE_H_
+#define GDN_SERVER_ENGINE_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "kernels/backend.h"
+#include "server/batch_planner.h"
+#include "server/forward_call.h"
+#include "server/metrics.h"
+#include "server/server_config.h"
+#include "server/staging_buffers.h"
+#include "state_cache/state_cache.h"
+
+namespace gdn {
+
+// Facts fixed at start (safe to read from any thread).
+struct EngineInfo {
+  std::string backend_name;        // "cpu" or "cuda"
+  std::string device_description;
+  StatePageLayout layout;
+  int64_t device_pages = 0;
+  int64_t host_pages = 0;
+};
+
+class Engine {
+ public:
+  // Session commands run on the engine thread with the cache.
+  using SessionCommand = std::function<void(StateCache& cache)>;
+
+  // Creates the state cache on `backend` (budgets from `config`, 0 = the
+  // backend's default) and starts the engine thread. `metrics` may be null.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(
+      const ServerConfig& config, std::unique_ptr<Backend> backend,
+      ServerMetrics* metrics);
+  ~Engine();  // Stop()
+
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Any thread. The call's `done` is called exactly once on the engine thread.
+  void SubmitForward(std::unique_ptr<ForwardCall> call);
+  // Any thread. Runs `command` on the engine thread once `session` (empty:
+  // none) has no running Forward call; Forward calls for that session that
+  // arrive later wait until the command has run.
+  void RunSessionCommand(std::string session, SessionCommand command);
+
+  // Finishes running calls and queued commands, fails calls still waiting
+  // with UNAVAILABLE, and joins the engine thread. Idempotent.
+  void Stop();
+
+  const EngineInfo& info() const { return info_; }
+
+ private:
+  struct RunningCall;
+  struct PhaseBatch;
+
+  Engine(const ServerConfig& config, std::unique_ptr<Backend> backend,
+         std::unique_ptr<StateCache> cache, ServerMetrics* metrics);
+
+  // Engine thread.
+  void Loop();
+  void TakeIncoming(std::unique_lock<std::mutex>& lock);
+  void RunCommands();
+  void ExpireIdleSessions(absl::Time now);
+  void AdmitWaiting(absl::Time now);
+  absl::Status AcquireLeases(const ForwardCall& call,
+                             std::vector<WriteLease>* leases);
+  void DropUnstartedCancelled(absl::Time now);
+  void RunIteration();
+  absl::Status StagePhase(PhaseBatch& batch, StagingBuffers& staging);
+  void ScatterOutputs(const PhaseBatch& batch, const StagingBuffers& staging);
+  void FinishCall(std::list<std::unique_ptr<RunningCall>>::iterator it,
+                  absl::Status status);
+  void FailWaiting(std::unique_ptr<ForwardCall> call, absl::Status status);
+  bool ReadyToRunNow(absl::Time now, absl::Time* fill_deadline) const;
+  absl::Time NextWake(absl::Time now) const;
+  void UpdateGauges();
+
+  const ServerConfig config_;
+  GdnOptions kernel_options_;  // config_.options with gating forced to direct
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<StateCache> cache_;
+  ServerMetrics* metrics_;
+  EngineInfo info_;
+  StagingBuffers decode_staging_;
+  StagingBuffers prefill_staging_;
+
+  // Shared with submitting threads.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<ForwardCall>> incoming_calls_;
+  std::vector<std::pair<std::string, SessionCommand>> incoming_commands_;
+  bool stop_requested_ = false;
+  std::thread thread_;
+
+  // Engine thread only.
+  std::deque<std::unique_ptr<ForwardCall>> waiting_;    // arrival order
+  std::list<std::unique_ptr<RunningCall>> running_;     // admission order
+  absl::flat_hash_map<StateKey, const RunningCall*> busy_keys_;
+  absl::flat_hash_map<std::string, int> busy_sessions_;  // running calls
+  std::deque<std::pair<std::string, SessionCommand>> commands_;
+  absl::flat_hash_map<std::string, int> sessions_with_commands_;
+  absl::Time next_expiry_check_ = absl::InfinitePast();
+};
+
+}  // namespace gdn
+
+#endif  // GDN_SERVER_ENGINE_H_

@@ -1,0 +1,112 @@
+#include "server/session_stream_reactors.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/grpc_status.h"
+#include "server/session_ops.h"
+
+namespace gdn {
+
+ExportSessionReactor::ExportSessionReactor(const ServiceContext* service,
+                                           std::string session_id)
+    : service_(service), start_(absl::Now()), session_id_(std::move(session_id)) {
+  if (session_id_.empty()) {
+    FinishWith(absl::InvalidArgumentError("session_id: must not be empty"));
+    return;
+  }
+  service_->engine->RunSessionCommand(session_id_, [this](StateCache& cache) {
+    Exported(ExportSessionOp(cache, session_id_));
+  });
+}
+
+void ExportSessionReactor::Exported(absl::StatusOr<SessionStates> states) {
+  if (!states.ok()) {
+    FinishWith(states.status());
+    return;
+  }
+  states_ = std::move(*states);
+  chunker_.emplace(&states_, service_->layer_config,
+                   static_cast<size_t>(service_->config.max_message_bytes / 2));
+  WriteNext();
+}
+
+void ExportSessionReactor::WriteNext() {
+  if (!chunker_->Next(&chunk_)) {
+    FinishWith(absl::OkStatus());
+    return;
+  }
+  StartWrite(&chunk_);
+}
+
+void ExportSessionReactor::OnWriteDone(bool ok) {
+  if (!ok) {
+    FinishWith(absl::CancelledError("the client went away during export"));
+    return;
+  }
+  WriteNext();
+}
+
+void ExportSessionReactor::FinishWith(const absl::Status& status) {
+  service_->RecordRequest("ExportSession", status, start_);
+  Finish(ToGrpcStatus(status));
+}
+
+void ExportSessionReactor::OnDone() { delete this; }
+
+ImportSessionReactor::ImportSessionReactor(
+    const ServiceContext* service, grpc::CallbackServerContext* context,
+    gdn::v1::ImportSessionResponse* response)
+    : service_(service),
+      context_(context),
+      start_(absl::Now()),
+      response_(response),
+      assembler_(service->layer_config,
+                 service->engine->info().layout.page_bytes) {
+  StartRead(&chunk_);
+}
+
+void ImportSessionReactor::OnReadDone(bool ok) {
+  if (ok) {
+    absl::Status status = assembler_.Add(chunk_);
+    if (status.ok() && chunk_.offset() == 0) {
+      status = ValidateSessionId(chunk_.session_id(), "session_id");
+    }
+    if (!status.ok()) {
+      FinishWith(status);  // the rest of the stream is not read
+      return;
+    }
+    StartRead(&chunk_);
+    return;
+  }
+  // End of the client's stream, or the call ended: never import a stream
+  // that did not end cleanly.
+  if (context_->IsCancelled()) {
+    FinishWith(absl::CancelledError("import stream cancelled"));
+    return;
+  }
+  absl::StatusOr<SessionStates> states = assembler_.Finish();
+  if (!states.ok()) {
+    FinishWith(states.status());
+    return;
+  }
+  auto shared = std::make_shared<SessionStates>(std::move(*states));
+  service_->engine->RunSessionCommand(
+      shared->session_id, [this, shared](StateCache& cache) {
+        absl::Status status = ImportSessionOp(cache, *shared);
+        if (status.ok()) {
+          response_->set_session_id(shared->session_id);
+          response_->set_layers_imported(shared->layers_received);
+        }
+        FinishWith(status);
+      });
+}
+
+void ImportSessionReactor::FinishWith(const absl::Status& status) {
+  service_->RecordRequest("ImportSession", status, start_);
+  Finish(ToGrpcStatus(status));
+}
+
+void ImportSessionReactor::OnDone() { delete this; }
+
+}  // namespace gdn

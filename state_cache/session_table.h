@@ -1,0 +1,68 @@
+// The sessions of the state cache: per session, per layer, the stored state
+// it references (a StateId of the TieredPageStore, or none) and its position,
+// plus the recency order of sessions (for expiry and LRU eviction).
+//
+// Pure bookkeeping (no pages, no backend): the cache keeps references and
+// pins consistent with the store.
+#ifndef GDN_STATE_CACHE_SESSION_TABLE_H_
+#define GDN_STATE_CACHE_SESSION_TABLE_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "kernels/gdn_params.h"
+#include "state_cache/tiered_page_store.h"
+
+namespace gdn {
+
+// One (session, layer).
+struct LayerEntry {
+  int64_t position = 0;      // tokens consumed
+  StateId state = kNoState;  // kNoState: the zero state
+  // An in-flight write (WriteLease) of this layer: the page it writes, a
+  // loose device page (copy-on-write) or the state's own page (in place).
+  bool leased = false;
+  int32_t lease_write_page = kZeroStatePage;
+};
+
+struct SessionRecord {
+  std::string id;
+  std::vector<LayerEntry> layers;  // [num_layers]
+  absl::Time last_access;
+  uint64_t recency = 0;         // larger = more recently used
+  int32_t leases_in_flight = 0;
+};
+
+class SessionTable {
+ public:
+  // nullptr when absent.
+  SessionRecord* Find(const std::string& id);
+  const SessionRecord* Find(const std::string& id) const;
+  // A new session of `num_layers` zero states, most recently used. The id
+  // must be absent.
+  SessionRecord* Insert(const std::string& id, int num_layers, absl::Time now);
+  void Erase(const std::string& id);
+  // Stamps an access: last_access = now, most recently used.
+  void Touch(SessionRecord* session, absl::Time now);
+
+  // Ids in recency order, least recently used first.
+  std::vector<std::string> OldestFirst() const;
+  // Ids sorted.
+  std::vector<std::string> Ids() const;
+  const std::map<std::string, SessionRecord>& sessions() const {
+    return sessions_;
+  }
+  int64_t size() const { return static_cast<int64_t>(sessions_.size()); }
+
+ private:
+  std::map<std::string, SessionRecord> sessions_;
+  std::map<uint64_t, std::string> by_recency_;  // recency -> id
+  uint64_t next_recency_ = 1;
+};
+
+}  // namespace gdn
+
+#endif  // GDN_STATE_CACHE_SESSION_TABLE_H_

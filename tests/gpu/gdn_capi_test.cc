@@ -1,0 +1,108 @@
+// kernels/capi: the C ABI on staged device buffers gives the oracle's
+// answer, and reports bad arguments with a code and a message.
+#include "kernels/capi/gdn_capi.h"
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace gdn::gpu_test {
+namespace {
+
+gdn_capi_config ToConfig(const GdnOptions& o) {
+  gdn_capi_config c{};
+  c.num_qk_heads = o.shape.num_qk_heads;
+  c.num_v_heads = o.shape.num_v_heads;
+  c.head_dim_k = o.shape.head_dim_k;
+  c.head_dim_v = o.shape.head_dim_v;
+  c.input_dtype = static_cast<int32_t>(o.input_dtype);
+  c.state_dtype = static_cast<int32_t>(o.state_dtype);
+  c.gating = static_cast<int32_t>(o.gating);
+  c.l2_norm_qk = o.l2_norm_qk ? 1 : 0;
+  c.scale = o.scale;
+  return c;
+}
+
+gdn_capi_args ToArgs(const GdnParams& p) {
+  gdn_capi_args a{};
+  a.num_seqs = p.num_seqs;
+  a.total_tokens = p.total_tokens;
+  a.cu_seqlens = p.cu_seqlens;
+  a.cu_seqlens_host = p.cu_seqlens_host;
+  a.q = p.q;
+  a.k = p.k;
+  a.v = p.v;
+  a.o = p.o;
+  a.g = p.g;
+  a.beta = p.beta;
+  a.a = p.a;
+  a.b = p.b;
+  a.A_log = p.A_log;
+  a.dt_bias = p.dt_bias;
+  a.pool_base = p.pool.base;
+  a.page_bytes = p.pool.page_bytes;
+  a.num_pages = p.pool.num_pages;
+  a.initial_pages = p.initial_pages;
+  a.final_pages = p.final_pages;
+  return a;
+}
+
+TEST_F(CudaBackendTest, CapiDecodeAndPrefillMatchOracle) {
+  for (bool prefill : {false, true}) {
+    GdnOptions options;
+    options.shape = {2, 4, 128, 64};
+    options.state_dtype = prefill ? StateDType::kF32 : StateDType::kBF16;
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(absl::StrCat("seed ", seed, prefill ? " prefill" : " decode"));
+    const std::vector<int> lens = prefill ? std::vector<int>{70, 3} : std::vector<int>{1, 8, 2};
+    const oracle::Inputs inputs = testing::MakeRandomInputs(options, lens, seed, true);
+    auto call = testing::StagedCall::Create(*backend_, options, inputs);
+    ASSERT_TRUE(call.ok()) << call.status();
+    const gdn_capi_config config = ToConfig(options);
+    const gdn_capi_args args = ToArgs((*call)->params());
+    EXPECT_EQ(gdn_page_bytes(&config), (*call)->params().pool.page_bytes);
+    ASSERT_TRUE(backend_->Synchronize().ok());  // staging copies done before the C call
+    const int rc = prefill ? gdn_prefill(&config, &args, nullptr)
+                           : gdn_decode(&config, &args, nullptr);
+    ASSERT_EQ(rc, GDN_CAPI_OK) << gdn_last_error();
+    ASSERT_TRUE(backend_->Synchronize().ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    auto got = (*call)->Fetch();
+    ASSERT_TRUE(got.ok()) << got.status();
+    const oracle::Outputs want = oracle::Run(options, inputs);
+    const auto o_err = testing::Compare(got->o.data(), want.o.data(), want.o.size());
+    EXPECT_LE(o_err.max_abs_rel, OutputTolerance(options)) << testing::ToString(o_err);
+    for (size_t i = 0; i < lens.size(); ++i) {
+      const auto s_err = testing::Compare(got->final_states[i].data(),
+                                          want.final_states[i].data(),
+                                          want.final_states[i].size());
+      EXPECT_LE(s_err.max_abs_rel, StateTolerance(options)) << testing::ToString(s_err);
+    }
+  }
+}
+
+TEST_F(CudaBackendTest, CapiReportsBadArguments) {
+  GdnOptions options;
+  options.shape = {2, 4, 64, 64};
+  const oracle::Inputs inputs = testing::MakeRandomInputs(options, {2, 9}, FreshSeed(), true);
+  auto call = testing::StagedCall::Create(*backend_, options, inputs);
+  ASSERT_TRUE(call.ok()) << call.status();
+  gdn_capi_config config = ToConfig(options);
+  const gdn_capi_args args = ToArgs((*call)->params());
+  // 9 tokens is too many for decode.
+  EXPECT_EQ(gdn_decode(&config, &args, nullptr), 3);
+  EXPECT_NE(std::string(gdn_last_error()).find("tokens"), std::string::npos) << gdn_last_error();
+  config.head_dim_v = 96;
+  EXPECT_EQ(gdn_prefill(&config, &args, nullptr), 3);
+  EXPECT_NE(std::string(gdn_last_error()).find("head_dim_v"), std::string::npos)
+      << gdn_last_error();
+  EXPECT_EQ(gdn_page_bytes(&config), 0);
+  config.head_dim_v = 64;
+  EXPECT_EQ(gdn_decode_variant(&config, &args, nullptr, 7), 3);
+}
+
+}  // namespace
+}  // namespace gdn::gpu_test

@@ -1,0 +1,152 @@
+// Tests of proto/tensor_codec.h (gdn_wire). It lives under tests/server
+// because tests/ has no proto/ folder and the server is its main user.
+#include "proto/tensor_codec.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/dtype_convert.h"
+#include "tests/server/test_random.h"
+
+namespace gdn::wire {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<float> RandomValues(size_t n, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> values(n);
+  for (float& x : values) x = normal(rng);
+  return values;
+}
+
+class TensorCodecTest : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    seed_ = gdn::testing::FreshSeed();
+    rng_.seed(seed_);
+  }
+  uint64_t seed_ = 0;
+  std::mt19937_64 rng_;
+};
+
+TEST(DTypeMappingTest, RoundTripsAndRejectsUnspecified) {
+  for (DType d : {DType::kF32, DType::kBF16, DType::kF16}) {
+    gdn::v1::DType p = gdn::v1::DTYPE_UNSPECIFIED;
+    ASSERT_TRUE(ToProtoDType(d, &p));
+    EXPECT_NE(p, gdn::v1::DTYPE_UNSPECIFIED);
+    DType back = d == DType::kF32 ? DType::kBF16 : DType::kF32;
+    ASSERT_TRUE(FromProtoDType(p, &back));
+    EXPECT_EQ(back, d);
+  }
+  DType untouched = DType::kF16;
+  EXPECT_FALSE(FromProtoDType(gdn::v1::DTYPE_UNSPECIFIED, &untouched));
+  EXPECT_FALSE(FromProtoDType(static_cast<gdn::v1::DType>(42), &untouched));
+  EXPECT_EQ(untouched, DType::kF16);
+}
+
+TEST_P(TensorCodecTest, MakeTensorRoundsOnceAndToFloatsReadsBack) {
+  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
+  const DType dtype = GetParam();
+  const std::vector<int64_t> shape = {3, 2, 5};
+  std::vector<float> values = RandomValues(30, rng_);
+  const gdn::v1::Tensor t = MakeTensor(dtype, shape, values.data());
+  EXPECT_EQ(t.data().size(), 30 * DTypeSize(dtype));
+  EXPECT_EQ(std::vector<int64_t>(t.shape().begin(), t.shape().end()), shape);
+  EXPECT_TRUE(CheckTensor(t, "x", dtype, shape).ok());
+
+  std::vector<float> expected = values;
+  RoundThrough(dtype, expected.data(), expected.size());
+  const std::vector<float> got = ToFloats(t);
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i], expected[i]) << "element " << i;
+  }
+}
+
+TEST_P(TensorCodecTest, MakeTensorRawCopiesBytes) {
+  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
+  const DType dtype = GetParam();
+  const std::vector<float> values = RandomValues(12, rng_);
+  std::vector<char> raw(12 * DTypeSize(dtype));
+  ConvertFromFloat(values.data(), values.size(), dtype, raw.data());
+  const gdn::v1::Tensor t = MakeTensorRaw(dtype, {4, 3}, raw.data());
+  ASSERT_EQ(t.data().size(), raw.size());
+  EXPECT_EQ(std::memcmp(t.data().data(), raw.data(), raw.size()), 0);
+  // Same as building from the values directly.
+  EXPECT_EQ(t.data(), MakeTensor(dtype, {4, 3}, values.data()).data());
+}
+
+TEST_P(TensorCodecTest, CheckFiniteFindsFirstNanOrInf) {
+  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
+  const DType dtype = GetParam();
+  std::vector<float> values = RandomValues(40, rng_);
+  EXPECT_TRUE(CheckFinite(MakeTensor(dtype, {40}, values.data()), "q").ok());
+  std::uniform_int_distribution<int> pick(0, 39);
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(),
+                    std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    std::vector<float> copy = values;
+    const int first = pick(rng_);
+    copy[first] = bad;
+    copy[39] = bad;  // a later one must not be the one reported
+    const absl::Status s = CheckFinite(MakeTensor(dtype, {40}, copy.data()), "q");
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr("q"));
+    EXPECT_THAT(s.message(),
+                HasSubstr(absl::StrCat("element ", first, " ")));
+  }
+}
+
+TEST(TensorCodecOverflowTest, LargeFiniteFp32BecomesInfInBf16) {
+  // The wire rounding itself can create an Inf: 3.4e38 is finite in fp32 but
+  // rounds to +Inf in fp16; the server checks what is on the wire.
+  const float big = 3.0e38f;
+  const gdn::v1::Tensor t = MakeTensor(DType::kF16, {1}, &big);
+  EXPECT_FALSE(CheckFinite(t, "v").ok());
+  EXPECT_TRUE(CheckFinite(MakeTensor(DType::kF32, {1}, &big), "v").ok());
+}
+
+TEST(CheckTensorTest, ShapeDtypeAndSizeErrorsNameTheField) {
+  std::vector<float> values(24, 0.5f);
+  const gdn::v1::Tensor t = MakeTensor(DType::kBF16, {2, 3, 4}, values.data());
+
+  absl::Status s = CheckTensor(t, "q", DType::kBF16, {2, 3, 8});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("q"));
+  EXPECT_THAT(s.message(), HasSubstr("[2, 3, 8]"));
+  EXPECT_THAT(s.message(), HasSubstr("[2, 3, 4]"));
+
+  s = CheckTensor(t, "k", DType::kBF16, {2, 12});
+  EXPECT_THAT(s.message(), HasSubstr("k: expected shape [2, 12]"));
+
+  s = CheckTensor(t, "v", DType::kF32, {2, 3, 4});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("v: expected dtype fp32"));
+
+  gdn::v1::Tensor truncated = t;
+  truncated.mutable_data()->resize(t.data().size() - 2);
+  s = CheckTensor(truncated, "g", DType::kBF16, {2, 3, 4});
+  EXPECT_THAT(s.message(), HasSubstr("g: expected 48 bytes"));
+
+  s = CheckTensor(gdn::v1::Tensor(), "beta", DType::kF32, {2, 4});
+  EXPECT_THAT(s.message(), HasSubstr("beta: missing"));
+
+  EXPECT_TRUE(CheckTensor(t, "q", DType::kBF16, {2, 3, 4}).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDTypes, TensorCodecTest,
+                         ::testing::Values(DType::kF32, DType::kBF16,
+                                           DType::kF16),
+                         [](const auto& info) {
+                           return std::string(DTypeName(info.param));
+                         });
+
+}  // namespace
+}  // namespace gdn::wire

@@ -1,0 +1,552 @@
+// Sessions, write leases, copy-on-write forks, export / import and expiry of
+// the paged state cache, with room to spare (tiers: see the _tiers test).
+#include "state_cache/paged_state_cache.h"
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/state_cache/cache_test_util.h"
+#include "tests/state_cache/fake_backend.h"
+
+namespace gdn {
+namespace {
+
+using namespace testing_cache;  // NOLINT: test helpers
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+class PagedStateCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Make(SmallConfig(3, 8, 4)); }
+
+  void Make(StateCacheConfig config) {
+    config.clock = clock_.AsFunction();
+    cache_.reset();
+    auto cache = StateCache::Create(config, &backend_);
+    ASSERT_TRUE(cache.ok()) << cache.status();
+    cache_ = *std::move(cache);
+  }
+
+  void ExpectConsistent() {
+    absl::Status status = CheckInvariants(*cache_);
+    EXPECT_TRUE(status.ok()) << status;
+  }
+
+  FakeBackend backend_;
+  FakeClock clock_;
+  std::mt19937_64 rng_{20261129};
+  std::unique_ptr<StateCache> cache_;
+};
+
+TEST_F(PagedStateCacheTest, SessionLifecycle) {
+  EXPECT_TRUE(cache_->CreateSession("b").ok());
+  EXPECT_TRUE(cache_->CreateSession("a").ok());
+  EXPECT_EQ(cache_->CreateSession("a").code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(cache_->CreateSession("").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(cache_->ListSessions(), ElementsAre("a", "b"));
+  EXPECT_TRUE(cache_->HasSession("a"));
+  EXPECT_FALSE(cache_->HasSession("c"));
+  EXPECT_EQ(cache_->Stats().sessions, 2);
+
+  absl::StatusOr<SessionInfo> info = cache_->DescribeSession("a");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->id, "a");
+  ASSERT_EQ(info->layers.size(), 3u);
+  for (const LayerStateInfo& layer : info->layers) {
+    EXPECT_FALSE(layer.has_state);
+    EXPECT_EQ(layer.position, 0);
+  }
+  EXPECT_EQ(info->bytes, 0);
+  EXPECT_EQ(info->last_access, clock_.Now());
+
+  EXPECT_EQ(cache_->CloseSession("c").code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(cache_->CloseSession("a").ok());
+  EXPECT_FALSE(cache_->HasSession("a"));
+  EXPECT_THAT(cache_->ListSessions(), ElementsAre("b"));
+  EXPECT_EQ(cache_->DescribeSession("a").status().code(),
+            absl::StatusCode::kNotFound);
+  ExpectConsistent();
+}
+
+TEST_F(PagedStateCacheTest, BadIdsAndLayers) {
+  ASSERT_TRUE(cache_->CreateSession("s").ok());
+  EXPECT_EQ(cache_->Position("x", 0).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(cache_->Position("s", 3).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(cache_->Position("s", -1).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(cache_->AcquireForWrite("x", 0).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(cache_->AcquireForWrite("s", 3).status().code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(cache_->ExportLayer("x", 0).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(cache_->ExportLayer("s", 7).status().code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(cache_->ForkSession("x", "y").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(cache_->ForkSession("s", "s").code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(cache_->ForkSession("s", "").code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(PagedStateCacheTest, FirstWriteReadsZeroAndGetsLowestFreePage) {
+  ASSERT_TRUE(cache_->CreateSession("a").ok());
+  ASSERT_TRUE(cache_->CreateSession("b").ok());
+  absl::StatusOr<WriteLease> lease = cache_->AcquireForWrite("a", 1);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_EQ(lease->session, "a");
+  EXPECT_EQ(lease->layer, 1);
+  EXPECT_EQ(lease->position, 0);
+  EXPECT_EQ(lease->read_page, kZeroStatePage);
+  EXPECT_EQ(lease->write_page, 0);
+  EXPECT_EQ(cache_->Stats().device.pages_pinned, 1);
+  EXPECT_EQ(cache_->Stats().device.pages_used, 1);
+  const std::vector<uint8_t> bytes = RandomPage(rng_);
+  WriteDevicePage(cache_->pool(), lease->write_page, bytes);
+  cache_->Commit(*lease, 5);
+  EXPECT_EQ(*cache_->Position("a", 1), 5);
+  EXPECT_EQ(*cache_->Position("a", 0), 0);
+
+  EXPECT_EQ(WriteLayer(*cache_, "b", 0, RandomPage(rng_)).write_page, 1);
+  EXPECT_EQ(WriteLayer(*cache_, "a", 2, RandomPage(rng_)).write_page, 2);
+
+  const LayerStateInfo layer = DescribeLayer(*cache_, "a", 1);
+  EXPECT_TRUE(layer.has_state);
+  EXPECT_EQ(layer.position, 5);
+  EXPECT_EQ(layer.tier, Tier::kDevice);
+  EXPECT_EQ(layer.shared_with, 0);
+  EXPECT_EQ(cache_->DescribeSession("a")->bytes, 2 * static_cast<int64_t>(kPageBytes));
+  EXPECT_EQ(ExportBytes(*cache_, "a", 1), bytes);
+
+  const StateCacheStats stats = cache_->Stats();
+  EXPECT_EQ(stats.device.pages_used, 3);
+  EXPECT_EQ(stats.device.bytes_used, 3 * static_cast<int64_t>(kPageBytes));
+  EXPECT_EQ(stats.device.pages_pinned, 0);
+  EXPECT_EQ(stats.cow_copies, 0u);
+
+  // Closing "a" frees pages 0 and 2; the lowest comes back first.
+  ASSERT_TRUE(cache_->CloseSession("a").ok());
+  EXPECT_EQ(cache_->Stats().device.pages_used, 1);
+  ASSERT_TRUE(cache_->CreateSession("c").ok());
+  EXPECT_EQ(WriteLayer(*cache_, "c", 0, RandomPage(rng_)).write_page, 0);
+  EXPECT_EQ(WriteLayer(*cache_, "c", 1, RandomPage(rng_)).write_page, 2);
+  ExpectConsistent();
+}
+
+TEST_F(PagedStateCacheTest, PrivateStateIsWrittenInPlace) {
+  ASSERT_TRUE(cache_->CreateSession("a").ok());
+  const std::vector<uint8_t> first = RandomPage(rng_);
+  const WriteLease w1 = WriteLayer(*cache_, "a", 0, first, 4);
+  absl::StatusOr<WriteLease> lease = cache_->AcquireForWrite("a", 0);
+  ASSERT_TRUE(lease.ok());
+  EXPECT_EQ(lease->read_page, w1.write_page);
+  EXPECT_EQ(lease->write_page, w1.write_page);
+  EXPECT_EQ(lease->position, 4);
+  EXPECT_EQ(ReadDevicePage(cache_->pool(), lease->read_page), first);
+  EXPECT_EQ(cache_->Stats().device.pages_pinned, 1);
+  const std::vector<uint8_t> second = RandomPage(rng_);
+  WriteDevicePage(cache_->pool(), lease->write_page, second);
+  cache_->Commit(*lease, 9);
+  EXPECT_EQ(*cache_->Position("a", 0), 9);
+  EXPECT_EQ(ExportBytes(*cache_, "a", 0), second);
+  const StateCacheStats stats = cache_->Stats();
+  EXPECT_EQ(stats.device.pages_used, 1);
+  EXPECT_EQ(stats.device.pages_pinned, 0);
+  EXPECT_EQ(stats.cow_copies, 0u);
+  ExpectConsistent();
+}
+
+TEST_F(PagedStateCacheTest, OneLeasePerLayerAtATime) {
+  ASSERT_TRUE(cache_->CreateSession("a").ok());
+  absl::StatusOr<WriteLease> lease = cache_->AcquireForWrite("a", 0);
+  ASSERT_TRUE(lease.ok());
+  EXPECT_EQ(cache_->AcquireForWrite("a", 0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  absl::StatusOr<WriteLease> other = cache_->AcquireForWrite("a", 1);
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(other->write_page, lease->write_page);
+  // A session being written cannot be closed, forked, exported or imported
+  // on that layer (the kernel may write in place).
+  EXPECT_EQ(cache_->CloseSession("a").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(cache_->ForkSession("a", "b").code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(cache_->ExportLayer("a", 0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(cache_->ImportLayer("a", 1, {3, RandomPage(rng_)}).code(),
+            absl::StatusCode::kFailedPrecondition);
+  ExpectConsistent();
+  cache_->Abort(*lease);
+  cache_->Abort(*other);
+  EXPECT_TRUE(cache_->CloseSession("a").ok());
+  ExpectConsistent();
+}
+
+TEST_F(PagedStateCacheTest, AbortLeavesStateAsBefore) {
+  ASSERT_TRUE(cache_->CreateSession("a").ok());
+  // A never-written layer: the fresh page goes back, the layer stays zero.
+  absl::StatusOr<WriteLease> fresh = cache_->AcquireForWrite("a", 0);
+  ASSERT_TRUE(fresh.ok());
+  cache_->Abort(*fresh);
+  EXPECT_FALSE(DescribeLayer(*cache_, "a", 0).has_state);
+  EXPECT_EQ(cache_->Stats().device.pages_used, 0);
+  EXPECT_EQ(cache_->Stats().device.pages_pinned, 0);
+
+  // A private layer: bytes, position and page as before.
+  const std::vector<uint8_t> bytes = RandomPage(rng_);
+  const int32_t page = WriteLayer(*cache_, "a", 0, bytes, 6).write_page;
+  EXPECT_EQ(page, fresh->write_page);  // the returned page was reused
+  const StateCacheStats before = cache_->Stats();
+  absl::StatusOr<WriteLease> in_place = cache_->AcquireForWrite("a", 0);
+  ASSERT_TRUE(in_place.ok());
+  cache_->Abort(*in_place);
+  EXPECT_EQ(*cache_->Position("a", 0), 6);
+  EXPECT_EQ(ExportBytes(*cache_, "a", 0), bytes);
+  ExpectSameStats(cache_->Stats(), before);
+  // The layer can be leased again.
+  absl::StatusOr<WriteLease> again = cache_->AcquireForWrite("a", 0);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->write_page, page);
+  cache_->Abort(*again);
+  ExpectConsistent();
+}
+
+TEST_F(PagedStateCacheTest, StaleLeasesAreIgnored) {
+  ASSERT_TRUE(cache_->CreateSession("a").ok());
+  const std::vector<uint8_t> bytes = RandomPage(rng_);
+  const WriteLease done = WriteLayer(*cache_, "a", 0, bytes, 2);
+  const StateCacheStats before = cache_->Stats();
+  cache_->Commit(done, 50);  // committed already
+  cache_->Abort(done);
+  WriteLease never = done;
+  never.write_page = 5;
+  cache_->Commit(never, 60);
+  WriteLease gone = done;
+  gone.session = "nobody";
+  cache_->Commit(gone, 70);
+  EXPECT_EQ(*cache_->Position("a", 0), 2);
+  EXPECT_EQ(ExportBytes(*cache_, "a", 0), bytes);
+  ExpectSameStats(cache_->Stats(), before);
+  ExpectConsistent();
+}
+
+TEST_F(PagedStateCacheTest, ForkSharesEveryPageWithoutCopying) {
+  ASSERT_TRUE(cache_->CreateSession("parent").ok());
+  std::vector<std::vector<uint8_t>> bytes;
+  for (int32_t layer = 0; layer < 2; ++layer) {  // layer 2 stays zero
+    bytes.push_back(RandomPage(rng_));
+    WriteLayer(*cache_, "parent", layer, bytes.back(), 3 + layer);
+  }
+  const int copies = backend_.total_copies();
+  const StateCacheStats before = cache_->Stats();
+  ASSERT_TRUE(cache_->ForkSession("parent", "child").ok());
+  EXPECT_EQ(backend_.total_copies(), copies);
+  const StateCacheStats after = cache_->Stats();
+  EXPECT_EQ(after.device.pages_used, before.device.pages_used);  // counted once
+  EXPECT_EQ(after.sessions, 2);
+  for (int32_t layer = 0; layer < 2; ++layer) {
+    for (const char* id : {"parent", "child"}) {
+      const LayerStateInfo info = DescribeLayer(*cache_, id, layer);
+      EXPECT_TRUE(info.has_state);
+      EXPECT_EQ(info.shared_with, 1) << id << " layer " << layer;
+      EXPECT_EQ(info.position, 3 + layer);
+    }
+    EXPECT_EQ(ExportBytes(*cache_, "child", layer), bytes[layer]);
+  }
+  EXPECT_FALSE(DescribeLayer(*cache_, "child", 2).has_state);
+  EXPECT_EQ(cache_->DescribeSession("child")->bytes,
+            2 * static_cast<int64_t>(kPageBytes));
+  EXPECT_EQ(cache_->ForkSession("parent", "child").code(),
+            absl::StatusCode::kAlreadyExists);
+  ExpectConsistent();
+}
+
+// The first write of either side of a fork reads the shared page and writes
+// a new one; the other side keeps its bytes.
+class ForkWriteTest : public PagedStateCacheTest,
+                      public ::testing::WithParamInterface<bool> {};
+
+TEST_P(ForkWriteTest, CopyOnWriteLeavesOtherSideIntact) {
+  const bool child_writes = GetParam();
+  ASSERT_TRUE(cache_->CreateSession("parent").ok());
+  const std::vector<uint8_t> shared = RandomPage(rng_);
+  const int32_t shared_page = WriteLayer(*cache_, "parent", 0, shared, 7).write_page;
+  ASSERT_TRUE(cache_->ForkSession("parent", "child").ok());
+  const std::string writer = child_writes ? "child" : "parent";
+  const std::string reader = child_writes ? "parent" : "child";
+
+  absl::StatusOr<WriteLease> lease = cache_->AcquireForWrite(writer, 0);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_EQ(lease->read_page, shared_page);
+  EXPECT_NE(lease->write_page, shared_page);
+  EXPECT_EQ(lease->write_page, 1);  // the lowest free page
+  EXPECT_EQ(lease->position, 7);
+  EXPECT_EQ(cache_->Stats().device.pages_pinned, 2);  // read and write pages
+  EXPECT_EQ(ReadDevicePage(cache_->pool(), lease->read_page), shared);
+  const std::vector<uint8_t> written = RandomPage(rng_);
+  WriteDevicePage(cache_->pool(), lease->write_page, written);
+  cache_->Commit(*lease, 8);
+
+  EXPECT_EQ(ExportBytes(*cache_, reader, 0), shared);
+  EXPECT_EQ(ExportBytes(*cache_, writer, 0), written);
+  EXPECT_EQ(*cache_->Position(reader, 0), 7);
+  EXPECT_EQ(*cache_->Position(writer, 0), 8);
+  EXPECT_EQ(DescribeLayer(*cache_, reader, 0).shared_with, 0);
+  EXPECT_EQ(DescribeLayer(*cache_, writer, 0).shared_with, 0);
+  const StateCacheStats stats = cache_->Stats();
+  EXPECT_EQ(stats.cow_copies, 1u);
+  EXPECT_EQ(stats.device.pages_used, 2);
+  EXPECT_EQ(stats.device.pages_pinned, 0);
+
+  // Both sides are private now: the next writes are in place.
+  for (const std::string& id : {writer, reader}) {
+    absl::StatusOr<WriteLease> next = cache_->AcquireForWrite(id, 0);
+    ASSERT_TRUE(next.ok());
+    EXPECT_EQ(next->read_page, next->write_page);
+    cache_->Abort(*next);
+  }
+  EXPECT_EQ(cache_->Stats().cow_copies, 1u);
+  ExpectConsistent();
+}
+
+INSTANTIATE_TEST_SUITE_P(EitherSide, ForkWriteTest, ::testing::Bool(),
+                         [](const auto& info) {
+                           return info.param ? "ChildWrites" : "ParentWrites";
+                         });
+
+TEST_F(PagedStateCacheTest, AbortOfCopyOnWriteKeepsSharing) {
+  ASSERT_TRUE(cache_->CreateSession("a").ok());
+  const std::vector<uint8_t> shared = RandomPage(rng_);
+  const int32_t page = WriteLayer(*cache_, "a", 0, shared).write_page;
+  ASSERT_TRUE(cache_->ForkSession("a", "b").ok());
+  const StateCacheStats before = cache_->Stats();
+  absl::StatusOr<WriteLease> lease = cache_->AcquireForWrite("b", 0);
+  ASSERT_TRUE(lease.ok());
+  WriteDevicePage(cache_->pool(), lease->write_page, RandomPage(rng_));
+  cache_->Abort(*lease);
+  ExpectSameStats(cache_->Stats(), before);
+  EXPECT_EQ(DescribeLayer(*cache_, "b", 0).shared_with, 1);
+  EXPECT_EQ(ReadDevicePage(cache_->pool(), page), shared);
+  EXPECT_EQ(ExportBytes(*cache_, "b", 0), shared);
+  ExpectConsistent();
+}
+
+TEST_F(PagedStateCacheTest, BothSidesLeasingASharedPageAtOnce) {
+  ASSERT_TRUE(cache_->CreateSession("a").ok());
+  const std::vector<uint8_t> shared = RandomPage(rng_);
+  const int32_t page = WriteLayer(*cache_, "a", 0, shared, 2).write_page;
+  ASSERT_TRUE(cache_->ForkSession("a", "b").ok());
+  absl::StatusOr<WriteLease> la = cache_->AcquireForWrite("a", 0);
+  absl::StatusOr<WriteLease> lb = cache_->AcquireForWrite("b", 0);
+  ASSERT_TRUE(la.ok() && lb.ok());
+  EXPECT_EQ(la->read_page, page);
+  EXPECT_EQ(lb->read_page, page);
+  EXPECT_NE(la->write_page, page);
+  EXPECT_NE(lb->write_page, page);
+  EXPECT_NE(la->write_page, lb->write_page);
+  EXPECT_EQ(cache_->Stats().device.pages_pinned, 3);
+  const std::vector<uint8_t> wa = RandomPage(rng_), wb = RandomPage(rng_);
+  WriteDevicePage(cache_->pool(), la->write_page, wa);
+  WriteDevicePage(cache_->pool(), lb->write_page, wb);
+  cache_->Commit(*la, 3);
+  EXPECT_EQ(ReadDevicePage(cache_->pool(), page), shared);  // b still reads it
+  cache_->Commit(*lb, 4);
+  EXPECT_EQ(ExportBytes(*cache_, "a", 0), wa);
+  EXPECT_EQ(ExportBytes(*cache_, "b", 0), wb);
+  const StateCacheStats stats = cache_->Stats();
+  EXPECT_EQ(stats.device.pages_used, 2);  // the shared page is free again
+  EXPECT_EQ(stats.device.pages_pinned, 0);
+  EXPECT_EQ(stats.cow_copies, 2u);
+  ExpectConsistent();
+}
+
+TEST_F(PagedStateCacheTest, ChainOfForks) {
+  ASSERT_TRUE(cache_->CreateSession("a").ok());
+  const std::vector<uint8_t> root = RandomPage(rng_);
+  const int32_t root_page = WriteLayer(*cache_, "a", 1, root, 10).write_page;
+  ASSERT_TRUE(cache_->ForkSession("a", "b").ok());
+  ASSERT_TRUE(cache_->ForkSession("b", "c").ok());
+  ASSERT_TRUE(cache_->ForkSession("c", "d").ok());
+  EXPECT_EQ(cache_->Stats().device.pages_used, 1);
+  for (const char* id : {"a", "b", "c", "d"}) {
+    EXPECT_EQ(DescribeLayer(*cache_, id, 1).shared_with, 3) << id;
+    EXPECT_EQ(*cache_->Position(id, 1), 10);
+  }
+  // c leaves, then b: a and d still share the root page.
+  const std::vector<uint8_t> cb = RandomPage(rng_), bb = RandomPage(rng_);
+  EXPECT_NE(WriteLayer(*cache_, "c", 1, cb).write_page, root_page);
+  EXPECT_NE(WriteLayer(*cache_, "b", 1, bb).write_page, root_page);
+  EXPECT_EQ(DescribeLayer(*cache_, "a", 1).shared_with, 1);
+  EXPECT_EQ(DescribeLayer(*cache_, "d", 1).shared_with, 1);
+  EXPECT_EQ(cache_->Stats().device.pages_used, 3);
+  // A fork of a writer shares the writer's new page, not the root.
+  ASSERT_TRUE(cache_->ForkSession("b", "e").ok());
+  EXPECT_EQ(ExportBytes(*cache_, "e", 1), bb);
+  EXPECT_EQ(DescribeLayer(*cache_, "b", 1).shared_with, 1);
+  // d leaves too: a is the root page's only holder and writes in place.
+  WriteLayer(*cache_, "d", 1, RandomPage(rng_));
+  absl::StatusOr<WriteLease> lease = cache_->AcquireForWrite("a", 1);
+  ASSERT_TRUE(lease.ok());
+  EXPECT_EQ(lease->read_page, root_page);
+  EXPECT_EQ(lease->write_page, root_page);
+  cache_->Abort(*lease);
+  EXPECT_EQ(ExportBytes(*cache_, "a", 1), root);
+  EXPECT_EQ(ExportBytes(*cache_, "c", 1), cb);
+  EXPECT_EQ(cache_->Stats().cow_copies, 3u);
+  ExpectConsistent();
+}
+
+TEST_F(PagedStateCacheTest, ClosingParentKeepsChildsSharedPage) {
+  ASSERT_TRUE(cache_->CreateSession("parent").ok());
+  const std::vector<uint8_t> bytes = RandomPage(rng_);
+  const int32_t page = WriteLayer(*cache_, "parent", 2, bytes, 5).write_page;
+  ASSERT_TRUE(cache_->ForkSession("parent", "child").ok());
+  ASSERT_TRUE(cache_->CloseSession("parent").ok());
+  EXPECT_EQ(cache_->Stats().device.pages_used, 1);
+  EXPECT_EQ(DescribeLayer(*cache_, "child", 2).shared_with, 0);
+  EXPECT_EQ(ExportBytes(*cache_, "child", 2), bytes);
+  EXPECT_EQ(*cache_->Position("child", 2), 5);
+  // The child is the only holder: in place, no copy-on-write.
+  absl::StatusOr<WriteLease> lease = cache_->AcquireForWrite("child", 2);
+  ASSERT_TRUE(lease.ok());
+  EXPECT_EQ(lease->read_page, page);
+  EXPECT_EQ(lease->write_page, page);
+  cache_->Commit(*lease, 6);
+  EXPECT_EQ(cache_->Stats().cow_copies, 0u);
+  ASSERT_TRUE(cache_->CloseSession("child").ok());
+  EXPECT_EQ(cache_->Stats().device.pages_used, 0);
+  ExpectConsistent();
+}
+
+TEST_F(PagedStateCacheTest, ExportImportRoundTrip) {
+  ASSERT_TRUE(cache_->CreateSession("src").ok());
+  ASSERT_TRUE(cache_->CreateSession("dst").ok());
+  absl::StatusOr<StateCache::LayerState> zero = cache_->ExportLayer("src", 0);
+  ASSERT_TRUE(zero.ok());
+  EXPECT_EQ(zero->position, 0);
+  EXPECT_THAT(zero->bytes, IsEmpty());
+
+  const std::vector<uint8_t> bytes = RandomPage(rng_);
+  WriteLayer(*cache_, "src", 1, bytes, 33);
+  absl::StatusOr<StateCache::LayerState> exported = cache_->ExportLayer("src", 1);
+  ASSERT_TRUE(exported.ok());
+  EXPECT_EQ(exported->position, 33);
+  EXPECT_EQ(exported->bytes, bytes);
+
+  ASSERT_TRUE(cache_->ImportLayer("dst", 2, *exported).ok());
+  EXPECT_EQ(*cache_->Position("dst", 2), 33);
+  EXPECT_EQ(ExportBytes(*cache_, "dst", 2), bytes);
+  EXPECT_EQ(DescribeLayer(*cache_, "dst", 2).shared_with, 0);  // its own page
+  EXPECT_EQ(cache_->Stats().device.pages_used, 2);
+
+  // Importing over a private state overwrites it in place.
+  const std::vector<uint8_t> other = RandomPage(rng_);
+  ASSERT_TRUE(cache_->ImportLayer("dst", 2, {40, other}).ok());
+  EXPECT_EQ(ExportBytes(*cache_, "dst", 2), other);
+  EXPECT_EQ(*cache_->Position("dst", 2), 40);
+  EXPECT_EQ(cache_->Stats().device.pages_used, 2);
+  // The import is the state the next kernel reads.
+  absl::StatusOr<WriteLease> lease = cache_->AcquireForWrite("dst", 2);
+  ASSERT_TRUE(lease.ok());
+  EXPECT_EQ(lease->position, 40);
+  EXPECT_EQ(ReadDevicePage(cache_->pool(), lease->read_page), other);
+  cache_->Abort(*lease);
+  // The source is untouched.
+  EXPECT_EQ(ExportBytes(*cache_, "src", 1), bytes);
+  ExpectConsistent();
+}
+
+TEST_F(PagedStateCacheTest, ImportRejectsBadInput) {
+  ASSERT_TRUE(cache_->CreateSession("s").ok());
+  std::vector<uint8_t> short_bytes = RandomPage(rng_, kPageBytes - 4);
+  EXPECT_EQ(cache_->ImportLayer("s", 0, {1, short_bytes}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cache_->ImportLayer("s", 0, {1, RandomPage(rng_, kPageBytes + 256)}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cache_->ImportLayer("s", 0, {-1, RandomPage(rng_)}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cache_->ImportLayer("none", 0, {1, RandomPage(rng_)}).code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(cache_->ImportLayer("s", 3, {1, RandomPage(rng_)}).code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_FALSE(DescribeLayer(*cache_, "s", 0).has_state);
+  EXPECT_EQ(cache_->Stats().device.pages_used, 0);
+  ExpectConsistent();
+}
+
+TEST_F(PagedStateCacheTest, ImportOverSharedPageLeavesOtherHolder) {
+  ASSERT_TRUE(cache_->CreateSession("a").ok());
+  const std::vector<uint8_t> shared = RandomPage(rng_);
+  WriteLayer(*cache_, "a", 0, shared, 3);
+  ASSERT_TRUE(cache_->ForkSession("a", "b").ok());
+  const std::vector<uint8_t> imported = RandomPage(rng_);
+  ASSERT_TRUE(cache_->ImportLayer("b", 0, {9, imported}).ok());
+  EXPECT_EQ(ExportBytes(*cache_, "a", 0), shared);
+  EXPECT_EQ(ExportBytes(*cache_, "b", 0), imported);
+  EXPECT_EQ(*cache_->Position("a", 0), 3);
+  EXPECT_EQ(*cache_->Position("b", 0), 9);
+  EXPECT_EQ(DescribeLayer(*cache_, "a", 0).shared_with, 0);
+  EXPECT_EQ(cache_->Stats().device.pages_used, 2);
+  // An empty import is the zero state at that position, and frees the page.
+  ASSERT_TRUE(cache_->ImportLayer("b", 0, {0, {}}).ok());
+  EXPECT_FALSE(DescribeLayer(*cache_, "b", 0).has_state);
+  EXPECT_EQ(*cache_->Position("b", 0), 0);
+  EXPECT_EQ(cache_->Stats().device.pages_used, 1);
+  ExpectConsistent();
+}
+
+TEST_F(PagedStateCacheTest, ExpireIdleClosesSessionsUnusedSinceCutoff) {
+  const absl::Time t0 = clock_.Now();
+  ASSERT_TRUE(cache_->CreateSession("old").ok());
+  WriteLayer(*cache_, "old", 0, RandomPage(rng_));
+  clock_.Advance(absl::Seconds(10));
+  ASSERT_TRUE(cache_->CreateSession("middle").ok());
+  ASSERT_TRUE(cache_->CreateSession("busy").ok());
+  clock_.Advance(absl::Seconds(10));
+  ASSERT_TRUE(cache_->CreateSession("young").ok());
+  WriteLayer(*cache_, "young", 0, RandomPage(rng_));
+  EXPECT_EQ(cache_->DescribeSession("middle")->last_access, t0 + absl::Seconds(10));
+  // "busy" has a write in flight: it is in use, never expired.
+  absl::StatusOr<WriteLease> lease = cache_->AcquireForWrite("busy", 1);
+  ASSERT_TRUE(lease.ok());
+  // ... but acquiring stamped it now; move the clock so it would be idle.
+  clock_.Advance(absl::Seconds(100));
+
+  EXPECT_THAT(cache_->ExpireIdle(t0), IsEmpty());  // strictly before the cutoff
+  EXPECT_THAT(cache_->ExpireIdle(t0 + absl::Seconds(5)), ElementsAre("old"));
+  EXPECT_THAT(cache_->ListSessions(), ElementsAre("busy", "middle", "young"));
+  EXPECT_EQ(cache_->Stats().expired, 1u);
+  EXPECT_EQ(cache_->Stats().device.pages_used, 2);  // young's + busy's lease
+
+  EXPECT_THAT(cache_->ExpireIdle(clock_.Now()), ElementsAre("middle", "young"));
+  EXPECT_THAT(cache_->ListSessions(), ElementsAre("busy"));
+  cache_->Commit(*lease, 1);
+  EXPECT_THAT(cache_->ExpireIdle(clock_.Now()), IsEmpty());  // just used
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_THAT(cache_->ExpireIdle(clock_.Now()), ElementsAre("busy"));
+  const StateCacheStats stats = cache_->Stats();
+  EXPECT_EQ(stats.expired, 4u);
+  EXPECT_EQ(stats.sessions, 0);
+  EXPECT_EQ(stats.device.pages_used, 0);
+  ExpectConsistent();
+}
+
+TEST_F(PagedStateCacheTest, ClosingEverythingFreesEveryPage) {
+  for (const char* id : {"a", "b", "c"}) {
+    ASSERT_TRUE(cache_->CreateSession(id).ok());
+    for (int32_t layer = 0; layer < 2; ++layer) {
+      WriteLayer(*cache_, id, layer, RandomPage(rng_));
+    }
+  }
+  ASSERT_TRUE(cache_->ForkSession("b", "b2").ok());
+  EXPECT_EQ(cache_->Stats().device.pages_used, 6);
+  for (const char* id : {"a", "b", "c", "b2"}) {
+    ASSERT_TRUE(cache_->CloseSession(id).ok());
+    ExpectConsistent();
+  }
+  const StateCacheStats stats = cache_->Stats();
+  EXPECT_EQ(stats.device.pages_used, 0);
+  EXPECT_EQ(stats.host.pages_used, 0);
+  EXPECT_EQ(stats.sessions, 0);
+}
+
+}  // namespace
+}  // namespace gdn
