@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the build and test dependencies from Debian's packages. Idempotent:
+# Installs the build and test dependencies (Debian's packages; matplotlib from
+# PyPI for the plots). Idempotent:
 # does nothing (and needs no network) when everything is already installed.
 # CUDA is not installed here: the CUDA backend is built when /usr/local/cuda
 # (or CUDACXX) provides nvcc.
@@ -18,13 +19,19 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  echo "install_deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -q
+  $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-echo "install_deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -q
-$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+# matplotlib (PyPI) draws the PNG plots of gdn-bench and gdn-eval.
+if ! python3 -c "import matplotlib" 2>/dev/null; then
+  echo "install_deps: installing matplotlib from PyPI"
+  python3 -m pip install --quiet matplotlib 2>/dev/null ||
+    python3 -m pip install --quiet --break-system-packages matplotlib
+fi
+

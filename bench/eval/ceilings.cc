@@ -21,7 +21,7 @@ using Clock = std::chrono::steady_clock;
 typedef float V8 __attribute__((vector_size(32)));
 
 template <typename Vec>
-float FmaLoop(int64_t iterations) {
+__attribute__((always_inline)) inline float FmaLoop(int64_t iterations) {
   Vec acc[8];
   Vec a, b;
   for (int l = 0; l < int(sizeof(Vec) / 4); ++l) {

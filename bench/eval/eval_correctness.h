@@ -20,7 +20,9 @@ struct Thresholds {
 // fp32 everywhere: seed 000's 1e-3. Any bf16 operand (inputs, or a state
 // rounded once per call): 5e-3 (one bf16 rounding is up to 2^-8 = 3.9e-3 of
 // an element; GDN.md expects 1e-3 .. 5e-3 with bf16 tensor-core operands).
-// A bf16 state in a decode chain is rounded after every step: 1e-2.
+// A bf16 state in a decode chain is rounded after every step, and those
+// roundings accumulate over the decay's memory (a few dozen steps at
+// g ~ -0.05): 2e-2.
 Thresholds ThresholdsFor(DType input, StateDType state, bool decode_chain);
 
 // Appends its Markdown to ctx.markdown. JSON: {"thresholds", "grid",

@@ -218,7 +218,8 @@ Json RunPerformance(EvalContext& ctx, LargestPrefill* largest) {
   md += "| D | in | state | B | L | outcome | mean | P50 | P95 | P99 | runs | tokens/s | GB/s | % copy | GFLOP/s | % FMA | peak mem |\n";
   md += "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
   Json prefill = Json::Array(), scaling = Json::Array(), growth = Json::Array();
-  int64_t largest_tokens = 0;
+  std::string scaling_md;
+  double largest_bytes = 0;
   for (const Series& sr : series) {
     const GdnOptions options = EvalOptions(grid.num_heads, sr.dim, sr.input, sr.state);
     for (int batch : grid.perf_batches) {
@@ -233,8 +234,9 @@ Json RunPerformance(EvalContext& ctx, LargestPrefill* largest) {
           ok_times.push_back(r.p50);
           ok_len_d.push_back(length);
           ok_peaks.push_back(r.peak_bytes);
-          if (int64_t{batch} * length > largest_tokens) {
-            largest_tokens = int64_t{batch} * length;
+          const double call_bytes = PerfStage::CallBytes(options, batch, length, false);
+          if (call_bytes > largest_bytes) {
+            largest_bytes = call_bytes;
             *largest = {batch, length, sr.dim, sr.input, sr.state};
           }
         }
@@ -242,7 +244,10 @@ Json RunPerformance(EvalContext& ctx, LargestPrefill* largest) {
         prefill.Push(r.json);
       }
       Json steps = Json::Array();
+      std::string step_text;
       for (const ScalingStep& st : ScalingSteps(ok_lengths, ok_times)) {
+        step_text += absl::StrCat(step_text.empty() ? "" : ", ", st.from_length, "->", st.to_length, ": ",
+                                  Fixed(st.efficiency, 2));
         steps.Push(Json::Object().Set("from_length", st.from_length).Set("to_length", st.to_length)
                        .Set("length_ratio", st.length_ratio).Set("time_ratio", st.time_ratio)
                        .Set("efficiency", st.efficiency));
@@ -250,6 +255,9 @@ Json RunPerformance(EvalContext& ctx, LargestPrefill* largest) {
       scaling.Push(Json::Object().Set("head_dim", sr.dim).Set("input_dtype", std::string(DTypeName(sr.input)))
                        .Set("state_dtype", std::string(StateDTypeName(sr.state))).Set("batch", batch)
                        .Set("steps", steps));
+      scaling_md += absl::StrCat("| ", sr.dim, " | ", DTypeName(sr.input), " | ", StateDTypeName(sr.state), " | ",
+                                 batch, " | ", step_text.empty() ? "-" : step_text, " | ",
+                                 Fixed(Slope(ok_len_d, ok_peaks), 0), " |\n");
       growth.Push(Json::Object().Set("head_dim", sr.dim).Set("input_dtype", std::string(DTypeName(sr.input)))
                       .Set("state_dtype", std::string(StateDTypeName(sr.state))).Set("batch", batch)
                       .Set("lengths", [&] { Json a = Json::Array(); for (double l : ok_len_d) a.Push(l); return a; }())
@@ -258,9 +266,12 @@ Json RunPerformance(EvalContext& ctx, LargestPrefill* largest) {
     }
   }
   out.Set("prefill", prefill).Set("scaling", scaling).Set("memory_growth", growth);
-  md += "\nScaling (P50 time ratio when the length grows; efficiency = time ratio / length ratio, 1 = linear, "
-        "> 1 super-linear) and memory growth (least-squares bytes per token of peak backend memory over lengths): "
-        "see `scaling` and `memory_growth` in report.json and the plots.\n\n";
+  md += "\n`% copy` above 100 means the working set stayed in the caches (the copy probe is larger than them).\n\n";
+  md += "Scaling: P50 time ratio when the length grows, efficiency = time ratio / length ratio (1 linear, < 1 "
+        "fixed costs amortised, > 1 super-linear). Memory growth: least-squares bytes per token of peak backend "
+        "memory over the lengths.\n\n| D | in | state | B | efficiency per length step | memory bytes/token |\n"
+        "| --- | --- | --- | --- | --- | --- |\n";
+  md += scaling_md;
 
   // Decode: B sequences x 1 token per call, state pages read and written in
   // place. The cost per step does not depend on how long the context is (the

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/dtype_convert.h"
 
 namespace gdn::eval {
@@ -78,6 +79,23 @@ absl::StatusOr<std::unique_ptr<PerfStage>> PerfStage::Create(
   const size_t gate_bytes = size_t(tokens) * s.num_v_heads * sizeof(float);
   auto tile_size = [&](size_t bytes) { return std::min(bytes, kTileBytes); };
 
+  // Refuse up front what cannot fit, as a resource limit: the cpu backend's
+  // allocations succeed lazily (overcommit) and filling them would wake the
+  // OOM killer instead of failing. Budget: half of the cpu's physical memory,
+  // 90% of the device memory still free on cuda.
+  {
+    const StatePageLayout layout = StatePageLayout::For(s, options.state_dtype);
+    const double needed = 2.0 * qk_bytes + 2.0 * v_bytes + 2.0 * gate_bytes +
+                          double(layout.page_bytes) * (batch + 1);
+    const DeviceMemoryInfo mem = backend.MemoryInfo();
+    const double limit = backend.name() == "cpu"
+                             ? 0.5 * double(mem.total_bytes)
+                             : 0.9 * (double(mem.total_bytes) - double(mem.used_bytes));
+    if (mem.total_bytes > 0 && needed > limit) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "pre-check: needs ", needed / 1e9, " GB of backend memory, limit ", limit / 1e9, " GB"));
+    }
+  }
   GdnParams& p = stage->params_;
   p.num_seqs = batch;
   p.total_tokens = static_cast<int32_t>(tokens);

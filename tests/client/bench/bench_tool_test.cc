@@ -24,7 +24,7 @@ struct RunResult {
   std::string output;  // stdout and stderr
 };
 
-RunResult Run(const std::string& command) {
+RunResult RunCommand(const std::string& command) {
   RunResult r;
   FILE* pipe = popen((command + " 2>&1").c_str(), "r");
   if (pipe == nullptr) return r;
@@ -37,7 +37,7 @@ RunResult Run(const std::string& command) {
 }
 
 RunResult RunBench(const std::vector<std::string>& flags) {
-  return Run(absl::StrCat(GDN_BENCH_BINARY, " ", absl::StrJoin(flags, " ")));
+  return RunCommand(absl::StrCat(GDN_BENCH_BINARY, " ", absl::StrJoin(flags, " ")));
 }
 
 std::string ReadFile(const std::string& path) {
@@ -78,7 +78,7 @@ TEST(BenchToolTest, SweepWritesJsonCsvAndAPlot) {
   const std::string json = dir + "/bench_sweep.json", csv = dir + "/bench_sweep.csv";
   const std::string png = dir + "/bench_sweep.png";
   std::remove(png.c_str());
-  const bool have_matplotlib = Run("python3 -c 'import matplotlib'").exit_code == 0;
+  const bool have_matplotlib = RunCommand("python3 -c 'import matplotlib'").exit_code == 0;
   std::vector<std::string> flags = {"--server=" + server->grpc_address(),
                                     "--metrics=" + server->metrics_address(),
                                     "--sweep=concurrency:1,2", "--rounds=1", "--prefill_tokens=6",

@@ -6,6 +6,7 @@
 // (every value of every axis appears; the full product would take minutes).
 // Plus the Backend memory operations.
 #include <cstring>
+#include <ostream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -65,6 +66,10 @@ struct GridCase {
   GateProfile profile;
   EntryPoint entry;
 };
+
+// The test name (CaseName) already says everything; keep gtest from printing
+// the raw bytes into every listed name.
+void PrintTo(const GridCase&, std::ostream* os) { *os << "GridCase"; }
 
 constexpr auto F32 = DType::kF32;
 constexpr auto BF16 = DType::kBF16;
