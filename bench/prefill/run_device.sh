@@ -4,7 +4,7 @@
 #   1. the GPU gtest (tests/gpu/chunked_prefill_test) against the C++ oracle;
 #   2. compare_fla.py: checks against the float64 reference, then the
 #      benchmark next to FLA's chunk_gated_delta_rule;
-#   3. when 1 or 2 failed: compute-sanitizer memcheck on a small gtest case.
+#   3. with SANITIZE=1: compute-sanitizer memcheck on a small gtest case.
 # Everything goes to $OUT; the short table prints last.
 set -uo pipefail
 OUT="${OUT:-/tmp/out}"
@@ -18,17 +18,17 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
   && export PYTHONPATH=/tmp/site
 rc_test=0
 if [[ -x "$b/bin/chunked_prefill_test" ]]; then
-  timeout "${GTEST_TIMEOUT:-50}" "$b/bin/chunked_prefill_test" > "$OUT/gtest.txt" 2>&1
+  timeout "${GTEST_TIMEOUT:-30}" "$b/bin/chunked_prefill_test" > "$OUT/gtest.txt" 2>&1
   rc_test=$?
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]|Failure|max_abs_rel|error" "$OUT/gtest.txt" | head -30
 fi
-timeout "${BENCH_TIMEOUT:-200}" python3 "$b/compare_fla.py" --lib "$b/lib/libgdn_chunked_prefill.so" \
-  --capi "$b/lib/libgdn_capi.so" --out "$OUT" --budget-s "${BUDGET_S:-170}" "$@" \
+timeout "${BENCH_TIMEOUT:-250}" python3 "$b/compare_fla.py" --lib "$b/lib/libgdn_chunked_prefill.so" \
+  --capi "$b/lib/libgdn_capi.so" --out "$OUT" --budget-s "${BUDGET_S:-225}" "$@" \
   > "$OUT/compare.log" 2>&1
 rc_py=$?
 grep -v '^{' "$OUT/compare.log" | grep -v "^ok  " | tail -60
 echo "checks failing: $(grep -c '^FAIL' "$OUT/compare.log")"
-if [[ $rc_test -ne 0 || $rc_py -ne 0 ]] && [[ -x "$b/bin/chunked_prefill_test" ]]; then
+if [[ "${SANITIZE:-0}" == 1 ]] && [[ -x "$b/bin/chunked_prefill_test" ]]; then
   timeout "${SANITIZE_TIMEOUT:-40}" compute-sanitizer --tool memcheck --print-limit 5 \
     "$b/bin/chunked_prefill_test" --gtest_filter='*VarlenMixes*' > "$OUT/memcheck.txt" 2>&1
   echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|Invalid|at 0x" "$OUT/memcheck.txt" | head -12

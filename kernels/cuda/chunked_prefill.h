@@ -41,7 +41,7 @@ class ChunkedPrefill {
   // sizes); everything else stays on the device. Page ids outside the pool
   // (other than kZeroStatePage as an initial page) touch no page: that
   // sequence's o is NaN. v_tile: 0 picks 32 or 16 columns per block (16 when
-  // the grid of 32 would leave SMs idle); 16 or 32 forces it (benchmarks).
+  // the grid of 32 would leave half the SMs idle); 16 or 32 forces it.
   // stages (benchmarks only): bit 0 runs the chunk-table + prep kernels, bit
   // 1 the state pass; 3 (both) is the operator. The state pass alone reuses
   // the workspace of the previous call with the same params.
@@ -50,8 +50,9 @@ class ChunkedPrefill {
 
   // Kernel 1's triangular solver (chunk_prep.cuh): 0 column-wise with 4
   // threads per column, 1 register-resident columns overlapped with the
-  // elementwise work. Benchmarks compare them; the default is kDefaultSolve.
-  static constexpr int kDefaultSolve = 0;
+  // elementwise work (kernel 1 at 16/32, 1 x 32768: 2.34 ms against 3.13).
+  // Benchmarks compare them; the default is kDefaultSolve.
+  static constexpr int kDefaultSolve = 1;
   void set_solve_variant(int variant) { solve_variant_ = variant; }
 
   // Workspace bytes a call of this shape needs.

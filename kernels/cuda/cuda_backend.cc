@@ -93,11 +93,14 @@ absl::Status CudaBackend::Prefill(const GdnOptions& options, const GdnParams& pa
 }
 
 absl::Status CudaBackend::RoutePrefill(const GdnOptions& options, const GdnParams& params) {
-  // HOOK for the chunked tensor-core prefill (kernels/cuda/chunked_prefill.h,
-  // being written): once it exists, long sequences go there with one line,
-  //   if (UseChunkedPrefill(options, params)) return LaunchChunkedPrefill(options, params, stream_, &workspace_);
-  // Until then the recurrent kernel runs every length (correct for any T; it
-  // walks the tokens one by one, so it is slow for long T).
+  // Chunked tensor-core prefill (kernels/cuda/chunked_prefill.h) for bf16
+  // inputs once sequences average >= 256 tokens: its bf16 operands match
+  // FLA's accuracy for bf16 but not the fp32 / fp16 settings, which stay here.
+  if (options.input_dtype == DType::kBF16 &&
+      params.total_tokens >= 256 * static_cast<int64_t>(params.num_seqs) &&
+      ChunkedPrefill::Supports(options).ok()) {
+    return chunked_prefill_.Run(options, params, stream_);
+  }
   return LaunchRecurrent(options, MakeRecurrentParams(options, params), stream_);
 }
 

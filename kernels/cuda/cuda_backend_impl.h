@@ -11,6 +11,7 @@
 #include <string>
 
 #include "kernels/backend.h"
+#include "kernels/cuda/chunked_prefill.h"
 
 namespace gdn::cuda {
 
@@ -52,6 +53,7 @@ class CudaBackend final : public Backend {
   int device_;
   cudaStream_t stream_;
   std::string description_;
+  ChunkedPrefill chunked_prefill_;  // owns the chunked prefill's workspace
 };
 
 }  // namespace gdn::cuda

@@ -5,10 +5,17 @@
 # and the driver's libcuda) into .bundle/lib, and the commit into
 # .bundle/COMMIT. .bundle/ is git-ignored; carry it with the `run` call:
 #   run carry [".bundle", ".whl"] command "bash scripts/device/gpu_suite.sh"
+# The server visit: bundle.sh gdn-server gdn-bench cuda_backend_test chunked_prefill_test
+#   then run carry [".bundle"] command "bash scripts/device/server_bench.sh"
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build-cuda}
-TARGETS=(cuda_backend_test recurrent_kernel_test decode_graph_test gdn_capi_test decode_bench gdn_capi)
+# Targets to bundle: the arguments, or the decode suite's by default.
+if [ $# -gt 0 ]; then
+  TARGETS=("$@")
+else
+  TARGETS=(cuda_backend_test recurrent_kernel_test decode_graph_test gdn_capi_test decode_bench gdn_capi)
+fi
 
 cmake -S . -B "$BUILD" -G Ninja -DGDN_WITH_CUDA=ON -DGDN_CUDA_ARCHITECTURES=90a >/dev/null
 cmake --build "$BUILD" --target "${TARGETS[@]}" -j2

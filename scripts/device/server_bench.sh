@@ -13,6 +13,18 @@ B=.bundle/bin
 LOG=$OUT/server_bench.log
 say() { echo "== $* ($(date -u +%H:%M:%S))" | tee -a "$LOG"; }
 
+say "device"
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; cat .bundle/COMMIT; } 2>&1 | tee -a "$LOG"
+
+# The GPU tests of what the server runs (cuda backend, chunked prefill), first.
+for t in chunked_prefill_test cuda_backend_test; do
+  if [ -x $B/$t ]; then
+    say "$t"
+    timeout 120 $B/$t 2>&1 | grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|OK \]|Failure|error" | tee -a "$LOG"
+    echo "rc ${PIPESTATUS[0]}" | tee -a "$LOG"
+  fi
+done
+
 say "gdn-server --backend=cuda"
 $B/gdn-server --backend=cuda --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 \
   >/tmp/server.out 2>/tmp/server.err &
