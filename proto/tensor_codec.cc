@@ -1,7 +1,7 @@
 #include "proto/tensor_codec.h"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <utility>
@@ -122,6 +122,40 @@ absl::Status CheckTensor(const gdn::v1::Tensor& t, absl::string_view field,
   return absl::OkStatus();
 }
 
+namespace {
+
+// Whether element i has an all-ones exponent (Inf or NaN).
+template <typename Bits, Bits kExponentMask>
+bool IsNonFinite(const char* data, size_t i) {
+  Bits bits;
+  std::memcpy(&bits, data + sizeof(Bits) * i, sizeof(Bits));
+  return (bits & kExponentMask) == kExponentMask;
+}
+
+// Index of the first non-finite element, or n. The hot path (every value
+// finite) scans blocks with a branch-free loop the compiler vectorises:
+// validating every Forward request's activations was the largest single cost
+// of the request path (perf on a --diagnostic_no_compute cpu server).
+template <typename Bits, Bits kExponentMask>
+size_t FirstNonFinite(const char* data, size_t n) {
+  // Full blocks have a constant trip count, which GCC's -O2 vectoriser needs.
+  constexpr size_t kBlock = 4096;
+  size_t start = 0;
+  for (; start + kBlock <= n; start += kBlock) {
+    unsigned any_bad = 0;
+    for (size_t i = 0; i < kBlock; ++i) {
+      any_bad |= IsNonFinite<Bits, kExponentMask>(data, start + i);
+    }
+    if (any_bad != 0) break;
+  }
+  for (size_t i = start; i < n; ++i) {
+    if (IsNonFinite<Bits, kExponentMask>(data, i)) return i;
+  }
+  return n;
+}
+
+}  // namespace
+
 absl::Status CheckFinite(const gdn::v1::Tensor& t, absl::string_view field) {
   DType dtype;
   if (!FromProtoDType(t.dtype(), &dtype)) {
@@ -130,36 +164,23 @@ absl::Status CheckFinite(const gdn::v1::Tensor& t, absl::string_view field) {
   }
   const size_t n = t.data().size() / DTypeSize(dtype);
   const char* data = t.data().data();
-  // Check the exponent bits directly: all-ones exponent means Inf or NaN.
-  for (size_t i = 0; i < n; ++i) {
-    bool finite;
-    switch (dtype) {
-      case DType::kF32: {
-        uint32_t bits;
-        std::memcpy(&bits, data + 4 * i, 4);
-        finite = (bits & 0x7f800000u) != 0x7f800000u;
-        break;
-      }
-      case DType::kBF16: {
-        uint16_t bits;
-        std::memcpy(&bits, data + 2 * i, 2);
-        finite = (bits & 0x7f80u) != 0x7f80u;
-        break;
-      }
-      case DType::kF16: {
-        uint16_t bits;
-        std::memcpy(&bits, data + 2 * i, 2);
-        finite = (bits & 0x7c00u) != 0x7c00u;
-        break;
-      }
-      default:
-        finite = true;
-    }
-    if (!finite) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": element ", i, " is ", LoadAsFloat(data, dtype, i),
-          "; every value must be finite"));
-    }
+  // An all-ones exponent means Inf or NaN.
+  size_t bad = n;
+  switch (dtype) {
+    case DType::kF32:
+      bad = FirstNonFinite<uint32_t, 0x7f800000u>(data, n);
+      break;
+    case DType::kBF16:
+      bad = FirstNonFinite<uint16_t, 0x7f80u>(data, n);
+      break;
+    case DType::kF16:
+      bad = FirstNonFinite<uint16_t, 0x7c00u>(data, n);
+      break;
+  }
+  if (bad < n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": element ", bad, " is ", LoadAsFloat(data, dtype, bad),
+        "; every value must be finite"));
   }
   return absl::OkStatus();
 }

@@ -104,6 +104,29 @@ TEST_P(TensorCodecTest, CheckFiniteFindsFirstNanOrInf) {
   }
 }
 
+TEST_P(TensorCodecTest, CheckFiniteFindsFirstBadAcrossLargeTensors) {
+  // Long enough to span several of the scan's blocks, odd length.
+  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
+  const DType dtype = GetParam();
+  const int n = 3 * 4096 + 17;
+  std::vector<float> values = RandomValues(n, rng_);
+  EXPECT_TRUE(CheckFinite(MakeTensor(dtype, {n}, values.data()), "v").ok());
+  std::uniform_int_distribution<int> pick(0, n - 2);
+  for (int trial = 0; trial < 8; ++trial) {
+    std::vector<float> copy = values;
+    const int first = pick(rng_);
+    copy[first] = std::numeric_limits<float>::quiet_NaN();
+    copy[n - 1] = std::numeric_limits<float>::infinity();
+    const absl::Status s = CheckFinite(MakeTensor(dtype, {n}, copy.data()), "v");
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("element ", first, " ")));
+  }
+  std::vector<float> last_only = values;
+  last_only[n - 1] = -std::numeric_limits<float>::infinity();
+  EXPECT_THAT(CheckFinite(MakeTensor(dtype, {n}, last_only.data()), "v").message(),
+              HasSubstr(absl::StrCat("element ", n - 1, " ")));
+}
+
 TEST(TensorCodecOverflowTest, LargeFiniteFp32BecomesInfInBf16) {
   // The wire rounding itself can create an Inf: 3.4e38 is finite in fp32 but
   // rounds to +Inf in fp16; the server checks what is on the wire.
