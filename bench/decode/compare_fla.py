@@ -18,6 +18,7 @@ import argparse
 import ctypes
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -25,34 +26,15 @@ import time
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels", "capi"))
+import gdn_capi  # noqa: E402  (ctypes mirror of kernels/capi/gdn_capi.h)
+
 L2_BYTES = 60 << 20
-
-
-class Config(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_int32) for n in (
-        "num_qk_heads", "num_v_heads", "head_dim_k", "head_dim_v", "input_dtype",
-        "state_dtype", "gating", "l2_norm_qk")] + [("scale", ctypes.c_float)]
-
-
-class Args(ctypes.Structure):
-    _fields_ = [("num_seqs", ctypes.c_int32), ("total_tokens", ctypes.c_int32),
-                ("cu_seqlens", ctypes.c_void_p), ("cu_seqlens_host", ctypes.c_void_p),
-                ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
-                ("o", ctypes.c_void_p), ("g", ctypes.c_void_p), ("beta", ctypes.c_void_p),
-                ("a", ctypes.c_void_p), ("b", ctypes.c_void_p), ("A_log", ctypes.c_void_p),
-                ("dt_bias", ctypes.c_void_p), ("pool_base", ctypes.c_void_p),
-                ("page_bytes", ctypes.c_int64), ("num_pages", ctypes.c_int32),
-                ("initial_pages", ctypes.c_void_p), ("final_pages", ctypes.c_void_p)]
 
 
 class GdnLib:
     def __init__(self, path):
-        self.lib = ctypes.CDLL(path)
-        self.lib.gdn_decode.argtypes = [ctypes.POINTER(Config), ctypes.POINTER(Args), ctypes.c_void_p]
-        self.lib.gdn_decode.restype = ctypes.c_int
-        self.lib.gdn_last_error.restype = ctypes.c_char_p
-        self.lib.gdn_page_bytes.argtypes = [ctypes.POINTER(Config)]
-        self.lib.gdn_page_bytes.restype = ctypes.c_int64
+        self.lib = gdn_capi.load(path)
 
     def decode(self, config, args):
         rc = self.lib.gdn_decode(ctypes.byref(config), ctypes.byref(args),
@@ -111,13 +93,13 @@ class Case:
         self.scale = K ** -0.5
 
     def config(self):
-        return Config(self.Hqk, self.Hv, self.K, self.V, 1,
+        return gdn_capi.Config(self.Hqk, self.Hv, self.K, self.V, 1,
                       0 if self.state_dtype == torch.float32 else 1, 0, 1, 0.0)
 
     def args(self, rotation):
         pages = self.pages[rotation * self.B:(rotation + 1) * self.B]
         page_bytes = self.Hv * self.K * self.V * self.pool.element_size()
-        return Args(self.B, self.B * self.T, self.cu.data_ptr(),
+        return gdn_capi.Args(self.B, self.B * self.T, self.cu.data_ptr(),
                     ctypes.addressof(self.cu_host), self.q.data_ptr(), self.k.data_ptr(),
                     self.v.data_ptr(), self.o.data_ptr(), self.g.data_ptr(),
                     self.beta.data_ptr(), None, None, None, None, self.pool.data_ptr(),

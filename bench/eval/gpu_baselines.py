@@ -29,26 +29,11 @@ import time
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels", "capi"))
+import gdn_capi  # noqa: E402  (ctypes mirror of kernels/capi/gdn_capi.h)
+
 LENGTHS = [512, 4096, 16384, 65536, 131072]
 DECODE_BATCHES = [1, 32]
-
-
-class CapiConfig(ctypes.Structure):  # gdn_capi_config
-    _fields_ = [("num_qk_heads", ctypes.c_int32), ("num_v_heads", ctypes.c_int32),
-                ("head_dim_k", ctypes.c_int32), ("head_dim_v", ctypes.c_int32),
-                ("input_dtype", ctypes.c_int32), ("state_dtype", ctypes.c_int32),
-                ("gating", ctypes.c_int32), ("l2_norm_qk", ctypes.c_int32), ("scale", ctypes.c_float)]
-
-
-class CapiArgs(ctypes.Structure):  # gdn_capi_args
-    _fields_ = [("num_seqs", ctypes.c_int32), ("total_tokens", ctypes.c_int32),
-                ("cu_seqlens", ctypes.c_void_p), ("cu_seqlens_host", ctypes.c_void_p),
-                ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
-                ("o", ctypes.c_void_p), ("g", ctypes.c_void_p), ("beta", ctypes.c_void_p),
-                ("a", ctypes.c_void_p), ("b", ctypes.c_void_p), ("A_log", ctypes.c_void_p),
-                ("dt_bias", ctypes.c_void_p), ("pool_base", ctypes.c_void_p),
-                ("page_bytes", ctypes.c_int64), ("num_pages", ctypes.c_int32),
-                ("initial_pages", ctypes.c_void_p), ("final_pages", ctypes.c_void_p)]
 
 
 def is_oom(e):
@@ -74,22 +59,17 @@ class Inputs:
 
 class Ours:
     def __init__(self, path):
-        self.lib = ctypes.CDLL(path)
-        for name in ("gdn_prefill", "gdn_decode"):
-            fn = getattr(self.lib, name)
-            fn.argtypes = [ctypes.POINTER(CapiConfig), ctypes.POINTER(CapiArgs), ctypes.c_void_p]
-            fn.restype = ctypes.c_int
-        self.lib.gdn_last_error.restype = ctypes.c_char_p
+        self.lib = gdn_capi.load(path)
 
     def prepare(self, x, initial_from_pages):
-        c = CapiConfig(x.H, x.H, x.D, x.D, 1, 0, 0, 1, 0.0)
+        c = gdn_capi.Config(x.H, x.H, x.D, x.D, 1, 0, 0, 1, 0.0)
         o = torch.empty_like(x.v)
         pool = torch.zeros(x.B + 1, x.H, x.D, x.D, device="cuda", dtype=torch.float32)
         own = torch.arange(1, x.B + 1, device="cuda", dtype=torch.int32)
         init = own if initial_from_pages else torch.full_like(own, -1)
         cu_host = x.cu.cpu()
         keep = (o, pool, own, init, cu_host)
-        a = CapiArgs()
+        a = gdn_capi.Args()
         a.num_seqs, a.total_tokens = x.B, x.T
         a.cu_seqlens, a.cu_seqlens_host = x.cu.data_ptr(), cu_host.data_ptr()
         a.q, a.k, a.v, a.o = x.q.data_ptr(), x.k.data_ptr(), x.v.data_ptr(), o.data_ptr()

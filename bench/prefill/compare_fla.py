@@ -25,6 +25,9 @@ import time
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernels", "capi"))
+import gdn_capi  # noqa: E402  (ctypes mirror of kernels/capi/gdn_capi.h)
+
 DTYPES = {"fp32": (0, torch.float32), "bf16": (1, torch.bfloat16), "fp16": (2, torch.float16)}
 STATE_DTYPES = {"fp32": (0, torch.float32), "bf16": (1, torch.bfloat16)}
 CHUNK = 64
@@ -50,25 +53,6 @@ class ChunkedArgs(ctypes.Structure):
         ("scale", ctypes.c_float), ("v_tile", ctypes.c_int32), ("stream", ctypes.c_void_p),
         ("stages", ctypes.c_int32), ("solve_variant", ctypes.c_int32),
     ]
-
-
-class CapiConfig(ctypes.Structure):  # kernels/capi/gdn_capi.h gdn_capi_config
-    _fields_ = [("num_qk_heads", ctypes.c_int32), ("num_v_heads", ctypes.c_int32),
-                ("head_dim_k", ctypes.c_int32), ("head_dim_v", ctypes.c_int32),
-                ("input_dtype", ctypes.c_int32), ("state_dtype", ctypes.c_int32),
-                ("gating", ctypes.c_int32), ("l2_norm_qk", ctypes.c_int32),
-                ("scale", ctypes.c_float)]
-
-
-class CapiArgs(ctypes.Structure):  # kernels/capi/gdn_capi.h gdn_capi_args
-    _fields_ = [("num_seqs", ctypes.c_int32), ("total_tokens", ctypes.c_int32),
-                ("cu_seqlens", ctypes.c_void_p), ("cu_seqlens_host", ctypes.c_void_p),
-                ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
-                ("o", ctypes.c_void_p), ("g", ctypes.c_void_p), ("beta", ctypes.c_void_p),
-                ("a", ctypes.c_void_p), ("b", ctypes.c_void_p), ("A_log", ctypes.c_void_p),
-                ("dt_bias", ctypes.c_void_p), ("pool_base", ctypes.c_void_p),
-                ("page_bytes", ctypes.c_int64), ("num_pages", ctypes.c_int32),
-                ("initial_pages", ctypes.c_void_p), ("final_pages", ctypes.c_void_p)]
 
 
 def ptr(t):
@@ -263,17 +247,12 @@ class Capi:
     """kernels/capi's libgdn_capi.so: gdn_decode and the recurrent gdn_prefill."""
 
     def __init__(self, path):
-        self.lib = ctypes.CDLL(path)
-        for name in ("gdn_decode", "gdn_prefill"):
-            f = getattr(self.lib, name)
-            f.argtypes = [ctypes.POINTER(CapiConfig), ctypes.POINTER(CapiArgs), ctypes.c_void_p]
-            f.restype = ctypes.c_int
-        self.lib.gdn_last_error.restype = ctypes.c_char_p
+        self.lib = gdn_capi.load(path)
 
     def call(self, name, p, o, pool, pin, pout):
-        c = CapiConfig(p.hqk, p.hv, p.K, p.V, DTYPES[p.dtype][0], STATE_DTYPES[p.state_dtype][0],
+        c = gdn_capi.Config(p.hqk, p.hv, p.K, p.V, DTYPES[p.dtype][0], STATE_DTYPES[p.state_dtype][0],
                        1 if p.fused else 0, 1 if p.l2 else 0, 0.0)
-        a = CapiArgs()
+        a = gdn_capi.Args()
         a.num_seqs, a.total_tokens = p.N, p.T
         a.cu_seqlens, a.cu_seqlens_host = ptr(p.cu), ptr(p.cu_host)
         a.q, a.k, a.v, a.o = ptr(p.q), ptr(p.k), ptr(p.v), ptr(o)

@@ -1,0 +1,42 @@
+"""ctypes mirror of kernels/capi/gdn_capi.h, for Python callers (benchmarks,
+other runtimes): the two structs, field for field, and a loader that sets the
+argument types. Only ctypes here; callers pass raw device pointers
+(e.g. torch's tensor.data_ptr()) and a CUDA stream handle."""
+
+import ctypes
+
+
+class Config(ctypes.Structure):
+    """gdn_capi_config."""
+    _fields_ = [("num_qk_heads", ctypes.c_int32), ("num_v_heads", ctypes.c_int32),
+                ("head_dim_k", ctypes.c_int32), ("head_dim_v", ctypes.c_int32),
+                ("input_dtype", ctypes.c_int32),  # 0 fp32, 1 bf16, 2 fp16
+                ("state_dtype", ctypes.c_int32),  # 0 fp32, 1 bf16
+                ("gating", ctypes.c_int32),       # 0 direct, 1 fused
+                ("l2_norm_qk", ctypes.c_int32),
+                ("scale", ctypes.c_float)]        # 0: K^-1/2
+
+
+class Args(ctypes.Structure):
+    """gdn_capi_args: device pointers except cu_seqlens_host."""
+    _fields_ = [("num_seqs", ctypes.c_int32), ("total_tokens", ctypes.c_int32),
+                ("cu_seqlens", ctypes.c_void_p), ("cu_seqlens_host", ctypes.c_void_p),
+                ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
+                ("o", ctypes.c_void_p), ("g", ctypes.c_void_p), ("beta", ctypes.c_void_p),
+                ("a", ctypes.c_void_p), ("b", ctypes.c_void_p), ("A_log", ctypes.c_void_p),
+                ("dt_bias", ctypes.c_void_p), ("pool_base", ctypes.c_void_p),
+                ("page_bytes", ctypes.c_int64), ("num_pages", ctypes.c_int32),
+                ("initial_pages", ctypes.c_void_p), ("final_pages", ctypes.c_void_p)]
+
+
+def load(path):
+    """Opens libgdn_capi.so with the argument and result types set."""
+    lib = ctypes.CDLL(path)
+    for entry in ("gdn_decode", "gdn_prefill"):
+        f = getattr(lib, entry)
+        f.argtypes = [ctypes.POINTER(Config), ctypes.POINTER(Args), ctypes.c_void_p]
+        f.restype = ctypes.c_int
+    lib.gdn_last_error.restype = ctypes.c_char_p
+    lib.gdn_page_bytes.argtypes = [ctypes.POINTER(Config)]
+    lib.gdn_page_bytes.restype = ctypes.c_int64
+    return lib
