@@ -2,7 +2,7 @@
 # Bundles the chunked-prefill libraries for the device machine into
 # .bundle/prefill/ (git-ignored; carry ".bundle"): libgdn_chunked_prefill.so,
 # libgdn_capi.so and gtest binaries when built, plus every shared library they
-# need that the device lacks (all but glibc / libstdc++ / libgcc).
+# need that the device lacks (scripts/device/copy_runtime_libs.sh).
 #   bench/prefill/bundle.sh [build-dir]   (default build-prefill)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -21,13 +21,8 @@ for f in "${files[@]}"; do
     *.so) cp "$f" "$dest/lib/" ;;
     *) cp "$f" "$dest/bin/" ;;
   esac
-  ldd "$f" | awk '/=> \// {print $3}' | while read -r lib; do
-    case "$(basename "$lib")" in
-      libc.so*|libm.so*|libstdc++*|libgcc_s*|ld-linux*|libpthread*|libdl.so*|librt.so*) ;;
-      *) cp -n "$lib" "$dest/lib/" ;;
-    esac
-  done
 done
+bash "$root/scripts/device/copy_runtime_libs.sh" "$dest/lib" "${files[@]}"
 cp "$root/bench/prefill/compare_fla.py" "$dest/"
 du -sh "$dest"
 ls "$dest/lib" | wc -l

@@ -27,10 +27,7 @@ for t in "${TARGETS[@]}"; do
   [ -n "$f" ] || { echo "missing build output for $t" >&2; exit 1; }
   cp "$f" .bundle/bin/
 done
-for f in .bundle/bin/*; do
-  ldd "$f" | awk '/=> \// {print $3}'
-done | sort -u | grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda)\.so' \
-  | grep -v libgdn_capi | while read -r lib; do cp -L "$lib" .bundle/lib/; done
+bash scripts/device/copy_runtime_libs.sh .bundle/lib .bundle/bin/*
 strip --strip-debug .bundle/bin/*  # the debug info is most of the size; carry is 64 MiB
 
 {
