@@ -116,7 +116,8 @@ def plot_error_vs_step(report, out, title):
                 label=f"{ch['state_dtype']} state, max_abs_rel")
         ax.plot(steps, [p["error_vs_oracle"]["rel_l2"] for p in pts], marker="x", ls=":",
                 label=f"{ch['state_dtype']} state, rel_l2")
-        ax.axhline(ch["threshold"], ls="--", lw=1, color="gray")
+        ax.axhline(ch["threshold"]["max_abs_rel"], ls="--", lw=1, color="gray")
+        ax.axhline(ch["threshold"]["rel_l2"], ls=":", lw=1, color="gray")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("decode step")
