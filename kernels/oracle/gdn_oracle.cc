@@ -1,8 +1,12 @@
 #include "kernels/oracle/gdn_oracle.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/gdn_types.h"
@@ -97,58 +101,76 @@ absl::StatusOr<Outputs> RunChecked(const GdnOptions& options,
   Outputs out;
   out.o.assign(d.t * d.hv * d.v, 0.0);
   out.final_states.resize(d.n);
-  std::vector<double> q(d.k), k(d.k), kv(d.v), u(d.v);
   for (int64_t seq = 0; seq < d.n; ++seq) {
     // [Hv, K, V], V fastest.
     std::vector<double>& state = out.final_states[seq];
     state.assign(d.hv * d.k * d.v, 0.0);
     const std::vector<float>& init = in.initial_states[seq];
     for (size_t i = 0; i < init.size(); ++i) state[i] = init[i];
+  }
 
+  // One (sequence, value head) pair: its state slice and its output rows are
+  // its own, so pairs run on separate threads with results bitwise equal to
+  // a serial run (each pair's arithmetic is in the same order either way).
+  auto run_pair = [&](int64_t seq, int64_t h) {
+    std::vector<double> q(d.k), k(d.k), kv(d.v), u(d.v);
+    const int64_t hk = h / group;  // GVA: value head h reads q/k head h / G
+    double* s = &out.final_states[seq][h * d.k * d.v];  // [K, V]
     for (int64_t t = in.cu_seqlens[seq]; t < in.cu_seqlens[seq + 1]; ++t) {
-      for (int64_t h = 0; h < d.hv; ++h) {
-        const int64_t hk = h / group;  // GVA: value head h reads q/k head h / G
-        for (int64_t i = 0; i < d.k; ++i) {
-          q[i] = in.q[(t * d.hqk + hk) * d.k + i];
-          k[i] = in.k[(t * d.hqk + hk) * d.k + i];
-        }
-        if (options.l2_norm_qk) {
-          L2Normalize(&q);
-          L2Normalize(&k);
-        }
-        double g, beta;
-        if (options.gating == GatingMode::kDirect) {
-          g = in.g[t * d.hv + h];
-          beta = in.beta[t * d.hv + h];
-        } else {
-          g = FusedDecay(in.a[t * d.hv + h], in.A_log[h], in.dt_bias[h]);
-          beta = FusedBeta(in.b[t * d.hv + h]);
-        }
-        double* s = &state[h * d.k * d.v];  // [K, V]
-        // S = exp(g) S
-        const double decay = std::exp(g);
-        for (int64_t i = 0; i < d.k * d.v; ++i) s[i] *= decay;
-        // u = beta (v - S^T k)
-        for (int64_t j = 0; j < d.v; ++j) kv[j] = 0;
-        for (int64_t i = 0; i < d.k; ++i) {
-          for (int64_t j = 0; j < d.v; ++j) kv[j] += s[i * d.v + j] * k[i];
-        }
-        for (int64_t j = 0; j < d.v; ++j) {
-          u[j] = beta * (in.v[(t * d.hv + h) * d.v + j] - kv[j]);
-        }
-        // S = S + k u^T
-        for (int64_t i = 0; i < d.k; ++i) {
-          for (int64_t j = 0; j < d.v; ++j) s[i * d.v + j] += k[i] * u[j];
-        }
-        // o = S^T (scale q)
-        double* o = &out.o[(t * d.hv + h) * d.v];
-        for (int64_t i = 0; i < d.k; ++i) {
-          const double qi = scale * q[i];
-          for (int64_t j = 0; j < d.v; ++j) o[j] += s[i * d.v + j] * qi;
-        }
+      for (int64_t i = 0; i < d.k; ++i) {
+        q[i] = in.q[(t * d.hqk + hk) * d.k + i];
+        k[i] = in.k[(t * d.hqk + hk) * d.k + i];
+      }
+      if (options.l2_norm_qk) {
+        L2Normalize(&q);
+        L2Normalize(&k);
+      }
+      double g, beta;
+      if (options.gating == GatingMode::kDirect) {
+        g = in.g[t * d.hv + h];
+        beta = in.beta[t * d.hv + h];
+      } else {
+        g = FusedDecay(in.a[t * d.hv + h], in.A_log[h], in.dt_bias[h]);
+        beta = FusedBeta(in.b[t * d.hv + h]);
+      }
+      // S = exp(g) S
+      const double decay = std::exp(g);
+      for (int64_t i = 0; i < d.k * d.v; ++i) s[i] *= decay;
+      // u = beta (v - S^T k)
+      for (int64_t j = 0; j < d.v; ++j) kv[j] = 0;
+      for (int64_t i = 0; i < d.k; ++i) {
+        for (int64_t j = 0; j < d.v; ++j) kv[j] += s[i * d.v + j] * k[i];
+      }
+      for (int64_t j = 0; j < d.v; ++j) {
+        u[j] = beta * (in.v[(t * d.hv + h) * d.v + j] - kv[j]);
+      }
+      // S = S + k u^T
+      for (int64_t i = 0; i < d.k; ++i) {
+        for (int64_t j = 0; j < d.v; ++j) s[i * d.v + j] += k[i] * u[j];
+      }
+      // o = S^T (scale q)
+      double* o = &out.o[(t * d.hv + h) * d.v];
+      for (int64_t i = 0; i < d.k; ++i) {
+        const double qi = scale * q[i];
+        for (int64_t j = 0; j < d.v; ++j) o[j] += s[i * d.v + j] * qi;
       }
     }
-  }
+  };
+
+  // Threads only when there is enough work to pay for them (the oracle's
+  // own tests run K = V = 1 on a few tokens).
+  const int64_t pairs = d.n * d.hv;
+  const int64_t work = d.t * d.hv * d.k * d.v;
+  const int64_t threads = std::min<int64_t>(
+      pairs, work < (1 << 22) ? 1 : std::max(1u, std::thread::hardware_concurrency()));
+  std::atomic<int64_t> next{0};
+  auto worker = [&] {
+    for (int64_t p = next++; p < pairs; p = next++) run_pair(p / d.hv, p % d.hv);
+  };
+  std::vector<std::thread> pool;
+  for (int64_t i = 1; i < threads; ++i) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
   return out;
 }
 

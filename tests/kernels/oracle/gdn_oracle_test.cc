@@ -301,6 +301,61 @@ TEST(OracleTest, SequencesAreIndependentAndZeroStateIsZero) {
   }
 }
 
+// Large enough that Run splits (sequence, head) pairs over threads: the
+// result must equal, bit for bit, each (sequence, head) computed alone
+// (a one-head, one-sequence run is below the threading threshold).
+TEST(OracleTest, ThreadedRunEqualsEachHeadAlone) {
+  std::mt19937 rng(11);
+  const int K = 64, V = 64, H = 4, T0 = 300, T1 = 200, T = T0 + T1;
+  Inputs batch;
+  batch.cu_seqlens = {0, T0, T};
+  batch.q = Randn(rng, size_t(T) * H * K);
+  batch.k = Randn(rng, size_t(T) * H * K);
+  batch.v = Randn(rng, size_t(T) * H * V);
+  batch.g = Randn(rng, size_t(T) * H, 0.05f);
+  for (float& g : batch.g) g = -std::abs(g);
+  batch.beta.assign(size_t(T) * H, 0.5f);
+  batch.initial_states = {Randn(rng, size_t(H) * K * V), {}};
+  GdnOptions options = SmallOptions(H, H, K, V);
+  options.l2_norm_qk = true;
+  const Outputs together = oracle::Run(options, batch);
+
+  const GdnOptions one_head = [&] {
+    GdnOptions o = options;
+    o.shape = {1, 1, K, V};
+    return o;
+  }();
+  for (int seq = 0; seq < 2; ++seq) {
+    const int begin = batch.cu_seqlens[seq], len = batch.cu_seqlens[seq + 1] - begin;
+    for (int h = 0; h < H; ++h) {
+      Inputs alone;
+      alone.cu_seqlens = {0, len};
+      for (int t = begin; t < begin + len; ++t) {
+        const size_t row = size_t(t) * H + h;
+        alone.q.insert(alone.q.end(), &batch.q[row * K], &batch.q[row * K] + K);
+        alone.k.insert(alone.k.end(), &batch.k[row * K], &batch.k[row * K] + K);
+        alone.v.insert(alone.v.end(), &batch.v[row * V], &batch.v[row * V] + V);
+        alone.g.push_back(batch.g[row]);
+        alone.beta.push_back(batch.beta[row]);
+      }
+      const std::vector<float>& init = batch.initial_states[seq];
+      alone.initial_states = {init.empty() ? std::vector<float>()
+                                           : std::vector<float>(&init[size_t(h) * K * V],
+                                                                &init[size_t(h) * K * V] + K * V)};
+      const Outputs ref = oracle::Run(one_head, alone);
+      for (int t = 0; t < len; ++t) {
+        for (int j = 0; j < V; ++j) {
+          ASSERT_EQ(together.o[(size_t(begin + t) * H + h) * V + j], ref.o[size_t(t) * V + j])
+              << "seq " << seq << " head " << h << " token " << t;
+        }
+      }
+      for (int i = 0; i < K * V; ++i) {
+        ASSERT_EQ(together.final_states[seq][size_t(h) * K * V + i], ref.final_states[0][i]);
+      }
+    }
+  }
+}
+
 TEST(OracleTest, RunCheckedRejectsInconsistentInputs) {
   Inputs in = OneSequence({1}, {1}, {1}, {0}, {0.5f}, {});
   const GdnOptions options = SmallOptions(1, 1, 1, 1);
