@@ -47,7 +47,7 @@ Grid MakeGrid(const std::string& name) {
     g.head_dims = {64, 128};
     g.input_dtypes = {DType::kF32, DType::kBF16};
     g.state_dtypes = {StateDType::kF32, StateDType::kBF16};
-    g.oracle_token_heads = 8 * 1024;
+    g.oracle_token_heads = 1 << 19;  // 16 heads: 1 x 32768 in full, else 2 x 16384 tokens (oracle on all cores)
     g.single_head_lengths = {16384, 65536, 131072};
     g.extreme_length = 1024;
     g.no_decay_steps = 100000;
