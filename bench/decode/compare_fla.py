@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import gdn_capi  # noqa: E402  (ctypes mirror of kernels/capi/gdn_capi.h)
 
 L2_BYTES = 60 << 20
+GDN_DECODE_PDL = 256  # gdn_capi.h: OR-ed into gdn_decode_variant's code
 
 
 class GdnLib:
@@ -41,6 +42,14 @@ class GdnLib:
                                  ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
         if rc != 0:
             raise RuntimeError(f"gdn_decode: {rc}: {self.lib.gdn_last_error().decode()}")
+
+    def decode_pdl(self, config, args):
+        """auto variant with programmatic dependent launch (GDN_DECODE_PDL)."""
+        rc = self.lib.gdn_decode_variant(ctypes.byref(config), ctypes.byref(args),
+                                         ctypes.c_void_p(torch.cuda.current_stream().cuda_stream),
+                                         GDN_DECODE_PDL)
+        if rc != 0:
+            raise RuntimeError(f"gdn_decode_variant: {rc}: {self.lib.gdn_last_error().decode()}")
 
 
 def reference(q, k, v, g, beta, h0, scale):
@@ -216,10 +225,13 @@ def main():
                 act = 2 * case.q.numel() * 2 + 2 * case.v.numel() * 2 + 2 * case.g.numel() * 4
                 ours_us = time_graph(lambda j: ours.decode(config, call_args[j % rotations]),
                                      launches)
+                ours_pdl_us = time_graph(
+                    lambda j: ours.decode_pdl(config, call_args[j % rotations]), launches)
                 ours_bytes = 2 * page * B + act
                 row = {"hv": hv, "state": str(state_dtype).split(".")[-1], "batch": B,
                        "ours_us": ours_us, "ours_gbps": ours_bytes / ours_us / 1e3,
-                       "ours_pct_copy": 100 * ours_bytes / ours_us / 1e3 / copy_gbps}
+                       "ours_pct_copy": 100 * ours_bytes / ours_us / 1e3 / copy_gbps,
+                       "ours_pdl_us": ours_pdl_us}
                 if fla_fn is not None:
                     fla_us = time_graph(lambda j: fla_call(fla_fn, case, j % rotations), launches)
                     fla_bytes = page * B + hv * 128 * 128 * 4 * B + act
@@ -236,13 +248,14 @@ def main():
     with open(args.md, "w") as f:
         f.write(f"device {device}; torch {torch.__version__}; flash-linear-attention {fla_version}; "
                 f"copy {copy_gbps:.0f} GB/s (read + write)\n\n")
-        f.write("| Hv | state | batch | ours us | ours GB/s | ours % copy | FLA us | FLA GB/s | "
-                "FLA % copy | FLA / ours |\n|" + " --- |" * 10 + "\n")
+        f.write("| Hv | state | batch | ours us | ours GB/s | ours % copy | ours+pdl us | FLA us | "
+                "FLA GB/s | FLA % copy | FLA / ours |\n|" + " --- |" * 11 + "\n")
         for r in results["timing"]:
             fla = (f"{r['fla_us']:.2f} | {r['fla_gbps']:.0f} | {r['fla_pct_copy']:.1f} | "
                    f"{r['speedup']:.2f}x") if "fla_us" in r else "- | - | - | -"
             f.write(f"| {r['hv']} | {r['state']} | {r['batch']} | {r['ours_us']:.2f} | "
-                    f"{r['ours_gbps']:.0f} | {r['ours_pct_copy']:.1f} | {fla} |\n")
+                    f"{r['ours_gbps']:.0f} | {r['ours_pct_copy']:.1f} | {r['ours_pdl_us']:.2f} | "
+                    f"{fla} |\n")
         f.write("\nErrors vs the float64 reference (max|x - ref| / max|ref|, rel L2), batch 8:\n\n"
                 "| state | tokens | ours o | ours state | FLA o | FLA state |\n"
                 "| --- | --- | --- | --- | --- | --- |\n")

@@ -3,7 +3,9 @@
 device next to gdn-eval by run_device.sh:
 
   prefill over lengths (B = 1, Hqk = Hv = 16, D = 128, bf16 q/k/v, fp32 state):
-    ours    gdn_prefill of libgdn_capi.so (kernels/capi/gdn_capi.h), if given
+    ours    gdn_prefill of libgdn_capi.so (kernels/capi/gdn_capi.h), if given:
+            routed as the server's cuda backend routes (bf16 inputs of >= 256
+            tokens per sequence: the chunked kernel, so every length here)
     fla     flash-linear-attention chunk_gated_delta_rule, if importable
     sdpa    PyTorch scaled_dot_product_attention, causal softmax attention
   decode, one new token per sequence against a context of L tokens:
@@ -270,7 +272,8 @@ def main():
              f"Hqk = Hv = {H}, D = {D}, bf16 q/k/v, fp32 state. {report['timing']}.", "",
              "Correctness on a 512-token prefix vs a float64 recurrence: `"
              + json.dumps(report["correctness"]) + "`", "",
-             "## Prefill, B = 1 (P50 ms per call)", "", "| L | ours | FLA chunk | SDPA causal softmax |",
+             "## Prefill, B = 1 (P50 ms per call; ours = gdn_prefill, routed: the chunked kernel)", "",
+             "| L | ours | FLA chunk | SDPA causal softmax |",
              "| --- | --- | --- | --- |"]
     for r in report["prefill"]:
         lines.append(f"| {r['L']} | {cell(r.get('ours'))} | {cell(r.get('fla'))} | {cell(r.get('sdpa'))} |")

@@ -1,23 +1,25 @@
 #!/usr/bin/env python3
-"""Chunked prefill: correctness against a float64 reference, and timing next to
-flash-linear-attention's chunk_gated_delta_rule on the same tensors.
+"""Chunked prefill: timing next to flash-linear-attention's chunk_gated_delta_rule
+on the same tensors, then correctness against a float64 reference.
 
-Runs on the device machine (torch + triton there). Our kernel is loaded with
-ctypes from libgdn_chunked_prefill.so (kernels/cuda/chunked_prefill_capi.cc);
-when libgdn_capi.so (kernels/capi) is given too, its gdn_decode continues
-prefilled states (prefill -> decode check) and its gdn_prefill (the recurrent
-kernel) is timed as a second baseline.
+Runs on the device machine (torch + triton there). Our kernels come from
+libgdn_capi.so (kernels/capi/gdn_capi.h) through ctypes (kernels/capi/gdn_capi.py):
+gdn_chunked_prefill_tuned (the chunked kernel with its knobs: V tile, stage
+split, kernel-1 variant), gdn_prefill (routed as the server routes),
+gdn_prefill_variant (recurrent forced) and gdn_decode (prefill -> decode).
 
-  python3 compare_fla.py --lib build/libgdn_chunked_prefill.so \
-      [--capi build/libgdn_capi.so] --out $OUT [--skip-bench] [--budget-s 240]
+  python3 compare_fla.py --capi build/kernels/cuda/capi/libgdn_capi.so --out $OUT \
+      [--budget-s 330] [--checks-s 80] [--skip-bench] [--skip-checks] [--rows 0,1,2]
 
-Writes prefill_checks.json, prefill_bench.json and prefill_bench.md under --out
-and prints a short table last. Exit status 1 if any correctness check failed.
+The benchmark goes first, in the order of BENCH_ROWS, and writes
+prefill_bench.json / prefill_bench.md after every row (a timeout still leaves
+data); FLA is warmed once per row (Triton autotuning) before it is timed, and
+every timing loop stops after a time cap. The checks use what is left of the
+budget. Exit status 1 if any correctness check failed.
 """
 import argparse
 import ctypes
 import json
-import math
 import os
 import sys
 import time
@@ -31,28 +33,7 @@ import gdn_capi  # noqa: E402  (ctypes mirror of kernels/capi/gdn_capi.h)
 DTYPES = {"fp32": (0, torch.float32), "bf16": (1, torch.bfloat16), "fp16": (2, torch.float16)}
 STATE_DTYPES = {"fp32": (0, torch.float32), "bf16": (1, torch.bfloat16)}
 CHUNK = 64
-SOLVE_VARIANT = -1  # kernel 1's solver: -1 = the library default, 0 or 1
 T0 = time.time()
-
-
-class ChunkedArgs(ctypes.Structure):
-    # Mirrors GdnChunkedPrefillArgs in kernels/cuda/chunked_prefill_capi.cc.
-    _fields_ = [
-        ("num_seqs", ctypes.c_int32), ("total_tokens", ctypes.c_int32),
-        ("cu_seqlens", ctypes.c_void_p), ("cu_seqlens_host", ctypes.c_void_p),
-        ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
-        ("o", ctypes.c_void_p), ("g", ctypes.c_void_p), ("beta", ctypes.c_void_p),
-        ("a", ctypes.c_void_p), ("b", ctypes.c_void_p), ("A_log", ctypes.c_void_p),
-        ("dt_bias", ctypes.c_void_p), ("initial_pages", ctypes.c_void_p),
-        ("final_pages", ctypes.c_void_p), ("pool_base", ctypes.c_void_p),
-        ("page_bytes", ctypes.c_int64), ("num_pages", ctypes.c_int32),
-        ("num_qk_heads", ctypes.c_int32), ("num_v_heads", ctypes.c_int32),
-        ("head_dim_k", ctypes.c_int32), ("head_dim_v", ctypes.c_int32),
-        ("input_dtype", ctypes.c_int32), ("state_dtype", ctypes.c_int32),
-        ("gating", ctypes.c_int32), ("l2_norm_qk", ctypes.c_int32),
-        ("scale", ctypes.c_float), ("v_tile", ctypes.c_int32), ("stream", ctypes.c_void_p),
-        ("stages", ctypes.c_int32), ("solve_variant", ctypes.c_int32),
-    ]
 
 
 def ptr(t):
@@ -186,16 +167,16 @@ def errors(got, ref):
 
 
 class Ours:
-    def __init__(self, lib_path):
-        self.lib = ctypes.CDLL(lib_path)
-        self.lib.gdn_chunked_prefill.argtypes = [ctypes.POINTER(ChunkedArgs), ctypes.c_char_p,
-                                                 ctypes.c_int]
-        self.lib.gdn_chunked_prefill.restype = ctypes.c_int
-        self.err = ctypes.create_string_buffer(1024)
+    """libgdn_capi.so. prepare() builds a call (pool of 2N pages: sequence i reads
+    page i, or -1, and writes page i (even i, in place) or N + i (odd i, copy
+    on write)); call() runs it with the chunked kernel (knobs: v_tile 0 auto /
+    16 / 32 / 64, stages 3 / 1 kernel 1 / 2 kernel 2, prep -1 / 0 / 1 / 2) or
+    kernel="auto" (gdn_prefill), "recurrent" (gdn_prefill_variant 1), "decode"."""
 
-    def prepare(self, p, pages_in=None, pages_out=None, pool=None, v_tile=0):
-        """Builds the call: pool of 2N pages; sequence i reads page i (or -1)
-        and writes page i (even i, in place) or N + i (odd i, copy on write)."""
+    def __init__(self, path):
+        self.lib = gdn_capi.load(path)
+
+    def prepare(self, p, pages_in=None, pages_out=None, pool=None):
         N, hv, K, V = p.N, p.hv, p.K, p.V
         sdt = STATE_DTYPES[p.state_dtype][1]
         if pool is None:
@@ -208,7 +189,9 @@ class Ours:
         pin = torch.tensor(pages_in, dtype=torch.int32, device="cuda")
         pout = torch.tensor(pages_out, dtype=torch.int32, device="cuda")
         o = torch.full((p.T, hv, V), float("nan"), device="cuda").to(DTYPES[p.dtype][1])
-        a = ChunkedArgs()
+        c = gdn_capi.Config(p.hqk, hv, K, V, DTYPES[p.dtype][0], STATE_DTYPES[p.state_dtype][0],
+                            1 if p.fused else 0, 1 if p.l2 else 0, 0.0)
+        a = gdn_capi.Args()
         a.num_seqs, a.total_tokens = N, p.T
         a.cu_seqlens, a.cu_seqlens_host = ptr(p.cu), ptr(p.cu_host)
         a.q, a.k, a.v, a.o = ptr(p.q), ptr(p.k), ptr(p.v), ptr(o)
@@ -218,58 +201,47 @@ class Ours:
         a.pool_base = ptr(pool)
         a.page_bytes = hv * K * V * pool.element_size()
         a.num_pages = pool.shape[0]
-        a.num_qk_heads, a.num_v_heads, a.head_dim_k, a.head_dim_v = p.hqk, hv, K, V
-        a.input_dtype = DTYPES[p.dtype][0]
-        a.state_dtype = STATE_DTYPES[p.state_dtype][0]
-        a.gating = 1 if p.fused else 0
-        a.l2_norm_qk = 1 if p.l2 else 0
-        a.scale = 0.0
-        a.v_tile = v_tile
-        a.solve_variant = SOLVE_VARIANT
-        a.stream = torch.cuda.current_stream().cuda_stream
-        keep = (pin, pout, o, pool)
-        return a, o, pool, pages_out, keep
+        return Call(c, a, o, pool, pages_out, (pin, pout, o, pool, p))
 
-    def call(self, a):
-        rc = self.lib.gdn_chunked_prefill(ctypes.byref(a), self.err, 1024)
+    def call(self, call, kernel="chunked", v_tile=0, stages=3, prep=-1):
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        c, a = ctypes.byref(call.c), ctypes.byref(call.a)
+        if kernel == "chunked":
+            rc = self.lib.gdn_chunked_prefill_tuned(c, a, stream, v_tile, stages, prep)
+        elif kernel == "auto":
+            rc = self.lib.gdn_prefill(c, a, stream)
+        elif kernel == "recurrent":
+            rc = self.lib.gdn_prefill_variant(c, a, stream, gdn_capi.PREFILL_RECURRENT)
+        elif kernel == "decode":
+            rc = self.lib.gdn_decode(c, a, stream)
+        else:
+            raise ValueError(kernel)
         if rc != 0:
-            raise RuntimeError(f"gdn_chunked_prefill: {rc} {self.err.value.decode()}")
+            raise RuntimeError(f"{kernel}: {rc} {self.lib.gdn_last_error().decode()}")
 
-    def run(self, p, **kw):
-        a, o, pool, pages_out, keep = self.prepare(p, **kw)
-        self.call(a)
+    def run(self, p, kernel="chunked", v_tile=0, prep=-1, **kw):
+        call = self.prepare(p, **kw)
+        self.call(call, kernel=kernel, v_tile=v_tile, prep=prep)
         torch.cuda.synchronize()
-        final = pool[torch.tensor(pages_out, device="cuda", dtype=torch.long)].float()
-        return o.float(), final, pool
+        final = call.pool[torch.tensor(call.pages_out, device="cuda", dtype=torch.long)].float()
+        return call.o.float(), final, call.pool
 
 
-class Capi:
-    """kernels/capi's libgdn_capi.so: gdn_decode and the recurrent gdn_prefill."""
-
-    def __init__(self, path):
-        self.lib = gdn_capi.load(path)
-
-    def call(self, name, p, o, pool, pin, pout):
-        c = gdn_capi.Config(p.hqk, p.hv, p.K, p.V, DTYPES[p.dtype][0], STATE_DTYPES[p.state_dtype][0],
-                       1 if p.fused else 0, 1 if p.l2 else 0, 0.0)
-        a = gdn_capi.Args()
-        a.num_seqs, a.total_tokens = p.N, p.T
-        a.cu_seqlens, a.cu_seqlens_host = ptr(p.cu), ptr(p.cu_host)
-        a.q, a.k, a.v, a.o = ptr(p.q), ptr(p.k), ptr(p.v), ptr(o)
-        a.g, a.beta, a.a, a.b = ptr(p.g), ptr(p.beta), ptr(p.a), ptr(p.b)
-        a.A_log, a.dt_bias = ptr(p.A_log), ptr(p.dt_bias)
-        a.pool_base = ptr(pool)
-        a.page_bytes = p.hv * p.K * p.V * pool.element_size()
-        a.num_pages = pool.shape[0]
-        a.initial_pages, a.final_pages = ptr(pin), ptr(pout)
-        rc = getattr(self.lib, name)(ctypes.byref(c), ctypes.byref(a),
-                                     ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
-        if rc != 0:
-            raise RuntimeError(f"{name}: {rc} {self.lib.gdn_last_error().decode()}")
+class Call:
+    def __init__(self, c, a, o, pool, pages_out, keep):
+        self.c, self.a, self.o, self.pool, self.pages_out, self.keep = c, a, o, pool, pages_out, keep
 
 
 def fla_run(fla_fn, p, h0):
+    """FLA on the same tensors: equal lengths as a batch [N, L, H, D] (FLA's
+    usual path, no varlen recompilation), else packed with cu_seqlens."""
     g, beta = p.gating32()
+    if p.N > 1 and len(set(p.seq_lens)) == 1:
+        N, L = p.N, p.seq_lens[0]
+        o, ht = fla_fn(p.q.view(N, L, p.hqk, p.K), p.k.view(N, L, p.hqk, p.K),
+                       p.v.view(N, L, p.hv, p.V), g.view(N, L, p.hv), beta.view(N, L, p.hv),
+                       initial_state=h0, output_final_state=True, use_qk_l2norm_in_kernel=p.l2)
+        return o.reshape(p.T, p.hv, p.V), ht
     cu = p.cu.long() if p.N > 1 else None
     o, ht = fla_fn(p.q.unsqueeze(0), p.k.unsqueeze(0), p.v.unsqueeze(0), g.unsqueeze(0),
                    beta.unsqueeze(0), initial_state=h0, output_final_state=True,
@@ -288,13 +260,18 @@ def within(e):
     return e["nonfinite"] == 0 and e["max_rel"] < TOL_MAX and e["rel_l2"] < TOL_L2
 
 
-def check_case(ours, name, p, results, fla_fn=None, tol=None):
+def out_of_time(results, name):
     if time.time() - T0 > CHECK_DEADLINE[0]:
         results.append({"name": name, "ok": True, "skipped": "time budget"})
-        print(f"skip {name} (time budget)")
+        print(f"skip {name} (time budget)", flush=True)
         return True
-    tol = tol or TOL_MAX
-    o, final, pool = ours.run(p)
+    return False
+
+
+def check_case(ours, name, p, results, fla_fn=None, **call_kw):
+    if out_of_time(results, name):
+        return True
+    o, final, pool = ours.run(p, **call_kw)
     ro, rS = reference(p)
     eo, es = errors(o, ro), errors(final, rS)
     ok = within(eo) and within(es)
@@ -307,7 +284,7 @@ def check_case(ours, name, p, results, fla_fn=None, tol=None):
         if not torch.isnan(ut).all().item():
             ok = False
             eo["stray_write"] = True
-    entry = {"name": name, "ok": ok, "o": eo, "state": es, "tol": tol}
+    entry = {"name": name, "ok": ok, "o": eo, "state": es}
     if fla_fn is not None and p.dtype != "fp32" and p.state_dtype == "fp32":
         try:
             fo, fS = fla_run(fla_fn, p, p.h0.float().clone())
@@ -316,49 +293,50 @@ def check_case(ours, name, p, results, fla_fn=None, tol=None):
         except Exception as e:  # noqa: BLE001 (peer failures are reported, not fatal)
             entry["fla_error"] = str(e)[:200]
     results.append(entry)
-    flag = "ok  " if ok else "FAIL"
     fla = ""
     if "fla_o" in entry:
         fla = f" | fla o {entry['fla_o']['max_rel']:.2e} S {entry['fla_state']['max_rel']:.2e}"
-    print(f"{flag} {name:58s} o {eo['max_rel']:.2e}/{eo['rel_l2']:.2e} "
+    print(f"{'ok  ' if ok else 'FAIL'} {name:58s} o {eo['max_rel']:.2e}/{eo['rel_l2']:.2e} "
           f"S {es['max_rel']:.2e}/{es['rel_l2']:.2e}{fla} [{time.time() - T0:.0f}s]", flush=True)
     return ok
 
 
-def run_checks(ours, capi, fla_fn, results):
-    """In priority order (a time budget may cut the tail)."""
-    global SOLVE_VARIANT
+def run_checks(ours, fla_fn, results):
+    """In priority order (the time budget may cut the tail)."""
     ok = True
-    lengths = [1, 63, 64, 65, 1000, 4096]
     mix = [65, 1, 130, 64, 1000, 7, 257, 63, 2]
     mix_init = [True, False, True, True, False, True, False, True, True]
-    shapes = [(2, 4, 128, 128), (2, 4, 64, 64), (2, 2, 64, 128), (1, 4, 128, 64)]
     seed = 100
-    # 1. Every head-dim combination, lengths around the chunk size, varlen mixes.
-    for (hqk, hv, K, V) in shapes:
-        for L in lengths:
-            if (K, V) != (128, 128) and L == 4096:
-                continue
+    # 1. Group sizes 1, 2, 4 (the grouped kernel 1 loops over them), every
+    #    head-dim combination, lengths around the chunk size, varlen mixes.
+    for (hqk, hv, K, V) in [(2, 4, 128, 128), (4, 4, 128, 128), (1, 4, 128, 128),
+                            (2, 4, 64, 64), (2, 2, 64, 128), (1, 4, 128, 64)]:
+        for L in [1, 63, 64, 65, 1000]:
             seed += 1
-            p = Problem(hqk, hv, K, V, [L], seed=seed)
-            ok &= check_case(ours, f"H{hqk}/{hv} K{K} V{V} len {L}", p, results)
+            ok &= check_case(ours, f"H{hqk}/{hv} K{K} V{V} len {L}", Problem(hqk, hv, K, V, [L], seed=seed),
+                             results)
         seed += 1
-        p = Problem(hqk, hv, K, V, mix, init=mix_init, seed=seed)
-        ok &= check_case(ours, f"H{hqk}/{hv} K{K} V{V} varlen mix", p, results)
-    # 2. Chained prefills, prefill -> decode, a bad page id.
-    ok &= check_chained(ours, capi, results, seed + 3)
+        ok &= check_case(ours, f"H{hqk}/{hv} K{K} V{V} varlen mix",
+                         Problem(hqk, hv, K, V, mix, init=mix_init, seed=seed), results)
+    # 2. Chained prefills, prefill -> decode, a bad page id, gdn_prefill's routing.
+    ok &= check_chained(ours, results, seed + 3)
     ok &= check_bad_page(ours, results, seed + 4)
-    # 3. Kernel 1's other triangular solver, explicitly.
-    SOLVE_VARIANT = 1
-    for (hqk, hv, K, V, lens, kw) in [
-            (2, 4, 128, 128, [1000], {}), (2, 4, 128, 128, mix, {"init": mix_init}),
-            (2, 4, 64, 64, mix, {}), (2, 4, 128, 128, [300, 1], {"fused": True}),
-            (2, 4, 128, 128, [300], {"profile": "strongdecay"}),
-            (2, 4, 128, 128, [300], {"profile": "nodecay"})]:
+    for lens, kernel in (([300, 257], "auto"), ([40, 70], "auto"), ([300, 65], "recurrent")):
         seed += 1
-        p = Problem(hqk, hv, K, V, lens, seed=seed, **kw)
-        ok &= check_case(ours, f"solver 1: H{hqk}/{hv} K{K} V{V} {len(lens)} seqs {kw}", p, results)
-    SOLVE_VARIANT = -1
+        ok &= check_case(ours, f"gdn_prefill {kernel} {lens}", Problem(2, 4, 128, 128, lens, seed=seed),
+                         results, kernel=kernel)
+    # 3. Kernel 1 variants and V tiles on the same kind of inputs.
+    for prep in (1, 0):
+        seed += 1
+        ok &= check_case(ours, f"kernel 1 variant {prep}: H2/4 varlen mix",
+                         Problem(2, 4, 128, 128, mix, init=mix_init, seed=seed), results, prep=prep)
+    for vt in (16, 32, 64):
+        seed += 1
+        ok &= check_case(ours, f"v_tile {vt}: H2/4 K128 V128 varlen mix",
+                         Problem(2, 4, 128, 128, mix, init=mix_init, seed=seed), results, v_tile=vt)
+        seed += 1
+        ok &= check_case(ours, f"v_tile {vt}: H1/2 K64 V64 varlen mix",
+                         Problem(1, 2, 64, 64, mix, seed=seed), results, v_tile=vt)
     # 4. Dtypes, gating, norm, extreme gates (FLA on the same inputs where it applies).
     variants = [
         dict(state_dtype="bf16"), dict(fused=True), dict(fused=True, state_dtype="bf16"),
@@ -374,115 +352,114 @@ def run_checks(ours, capi, fla_fn, results):
             p = Problem(4, 8, 128, 128, lens, init=init, seed=seed, **kw)
             desc = ",".join(f"{k}={v}" for k, v in var.items())
             ok &= check_case(ours, f"H4/8 K128 V128 {desc} {len(lens)} seqs", p, results, fla_fn)
-    # 5. The server's default shape, a long sequence; both V tiles forced.
-    p = Problem(16, 32, 128, 128, [8192], seed=seed + 1)
-    ok &= check_case(ours, "H16/32 K128 V128 len 8192", p, results, fla_fn)
-    if time.time() - T0 < CHECK_DEADLINE[0]:
-        p = Problem(2, 4, 128, 128, mix, init=mix_init, seed=seed + 2)
-        ro, rS = reference(p)
-        for vt in (16, 32):
-            o, final, _ = ours.run(p, v_tile=vt)
-            eo, es = errors(o, ro), errors(final, rS)
-            good = within(eo) and within(es)
-            ok &= good
-            results.append({"name": f"v_tile {vt}", "ok": good, "o": eo, "state": es})
-            print(f"{'ok  ' if good else 'FAIL'} v_tile {vt}: o {eo['max_rel']:.2e} S {es['max_rel']:.2e}")
+    # 5. The server's default shape, a long sequence; 16/64 (G = 4).
+    ok &= check_case(ours, "H16/32 K128 V128 len 8192", Problem(16, 32, 128, 128, [8192], seed=seed + 1),
+                     results, fla_fn)
+    ok &= check_case(ours, "H4/16 K128 V128 2 x 2000", Problem(4, 16, 128, 128, [2000, 2000], seed=seed + 2),
+                     results, fla_fn)
     return ok
 
 
-def check_chained(ours, capi, results, seed):
+def check_chained(ours, results, seed):
+    if out_of_time(results, "chained"):
+        return True
     ok = True
     full = Problem(4, 8, 128, 128, [700, 130], seed=seed)
     ro, rS = reference(full)
     # first part 300 + 65 tokens, then the rest, via the state pages
-    cut = [300, 65]
-    starts = [0, 700]
     idx1 = torch.cat([torch.arange(0, 300), torch.arange(700, 765)]).cuda()
     idx2 = torch.cat([torch.arange(300, 700), torch.arange(765, 830)]).cuda()
 
-    def part(idx, lens, h0):
+    def part(src, idx, lens, h0):
         p = Problem(4, 8, 128, 128, lens, seed=0)
-        p.q, p.k, p.v = full.q[idx], full.k[idx], full.v[idx]
-        p.g, p.beta = full.g[idx], full.beta[idx]
+        p.q, p.k, p.v = src.q[idx], src.k[idx], src.v[idx]
+        p.g, p.beta = src.g[idx], src.beta[idx]
         p.h0 = h0
         return p
 
-    p1 = part(idx1, cut, full.h0)
+    p1 = part(full, idx1, [300, 65], full.h0)
     o1, s1, _ = ours.run(p1)
-    p2 = part(idx2, [400, 65], s1)
+    p2 = part(full, idx2, [400, 65], s1)
     o2, s2, _ = ours.run(p2)
     o = torch.empty_like(ro, dtype=torch.float32)
     o[idx1], o[idx2] = o1, o2
     eo, es = errors(o, ro), errors(s2, rS)
     good = within(eo) and within(es)
-    results.append({"name": "prefill -> prefill (state through pages)", "ok": good, "o": eo,
-                    "state": es})
-    print(f"{'ok  ' if good else 'FAIL'} prefill -> prefill: o {eo['max_rel']:.2e} S {es['max_rel']:.2e}")
+    results.append({"name": "prefill -> prefill (state through pages)", "ok": good, "o": eo, "state": es})
+    print(f"{'ok  ' if good else 'FAIL'} prefill -> prefill: o {eo['max_rel']:.2e} S {es['max_rel']:.2e}",
+          flush=True)
     ok &= good
-    if capi is None:
-        return ok
-    # prefill (ours) -> decode (kernels/capi gdn_decode), tokens 1..8 per sequence
+    # prefill (chunked) -> decode (gdn_decode), 1..8 tokens per sequence
     full = Problem(4, 8, 128, 128, [500 + 3, 64 + 8, 1 + 1], seed=seed + 1)
     ro, rS = reference(full)
-    pre = [500, 64, 1]
-    dec = [3, 8, 1]
-    fs = [0, 503, 575]
+    pre, dec, fs = [500, 64, 1], [3, 8, 1], [0, 503, 575]
     idx1 = torch.cat([torch.arange(fs[i], fs[i] + pre[i]) for i in range(3)]).cuda()
     idx2 = torch.cat([torch.arange(fs[i] + pre[i], fs[i] + pre[i] + dec[i]) for i in range(3)]).cuda()
-    p1 = part(idx1, pre, full.h0)
-    a, o1, pool, pages_out, keep = ours.prepare(p1)
-    ours.call(a)
+    p1 = part(full, idx1, pre, full.h0)
+    call1 = ours.prepare(p1)
+    ours.call(call1)
     torch.cuda.synchronize()
-    p2 = part(idx2, dec, None)
-    o2 = torch.full((p2.T, 8, 128), float("nan"), device="cuda").to(torch.bfloat16)
-    pin = torch.tensor(pages_out, dtype=torch.int32, device="cuda")
+    p2 = part(full, idx2, dec, None)
+    p2.has_init = [True] * 3
+    pages = call1.pages_out
     try:
-        capi.call("gdn_decode", p2, o2, pool, pin, pin)
+        call2 = ours.prepare(p2, pages_in=pages, pages_out=pages, pool=call1.pool)
+        ours.call(call2, kernel="decode")
         torch.cuda.synchronize()
     except Exception as e:  # noqa: BLE001
-        print("decode failed:", e)
+        print("decode failed:", e, flush=True)
         results.append({"name": "prefill -> decode", "ok": False, "error": str(e)})
         return False
     o = torch.empty_like(ro, dtype=torch.float32)
-    o[idx1], o[idx2] = o1.float(), o2.float()
-    sfin = pool[pin.long()].float()
+    o[idx1], o[idx2] = call1.o.float(), call2.o.float()
+    sfin = call1.pool[torch.tensor(pages, device="cuda", dtype=torch.long)].float()
     eo, es = errors(o, ro), errors(sfin, rS)
     good = within(eo) and within(es)
-    results.append({"name": "prefill -> decode (kernels/capi gdn_decode)", "ok": good, "o": eo,
-                    "state": es})
-    print(f"{'ok  ' if good else 'FAIL'} prefill -> decode: o {eo['max_rel']:.2e} S {es['max_rel']:.2e}")
+    results.append({"name": "prefill -> decode (gdn_decode)", "ok": good, "o": eo, "state": es})
+    print(f"{'ok  ' if good else 'FAIL'} prefill -> decode: o {eo['max_rel']:.2e} S {es['max_rel']:.2e}",
+          flush=True)
     return ok and good
 
 
 def check_bad_page(ours, results, seed):
+    if out_of_time(results, "bad page"):
+        return True
     p = Problem(2, 4, 128, 128, [100, 70], seed=seed)
-    a, o, pool, pages_out, keep = ours.prepare(p, pages_in=[0, 1], pages_out=[0, 99])
-    ours.call(a)
+    call = ours.prepare(p, pages_in=[0, 1], pages_out=[0, 99])
+    ours.call(call)
     torch.cuda.synchronize()
     ro, rS = reference(p)
-    first = errors(o[:100].float(), ro[:100])
-    second_nan = bool(torch.isnan(o[100:].float()).all().item())
+    first = errors(call.o[:100].float(), ro[:100])
+    second_nan = bool(torch.isnan(call.o[100:].float()).all().item())
     good = within(first) and second_nan
     results.append({"name": "bad final page -> NaN o, others fine", "ok": good, "o": first})
-    print(f"{'ok  ' if good else 'FAIL'} bad page: first seq o {first['max_rel']:.2e}, second all NaN {second_nan}")
+    print(f"{'ok  ' if good else 'FAIL'} bad page: first seq o {first['max_rel']:.2e}, second all NaN "
+          f"{second_nan}", flush=True)
     return good
 
 
 # ------------------------------------------------------------- benchmark ----
 
-BENCH_ROWS = [  # (Hqk, Hv, N, L, FLA from shared/GDN.md in ms)
+BENCH_ROWS = [  # (Hqk, Hv, N, L, FLA from shared/GDN.md in ms), in priority order
     (16, 32, 1, 32768, 1.924), (16, 32, 1, 8192, 0.490), (16, 32, 4, 8192, 1.931),
     (16, 32, 8, 1024, 0.517), (16, 64, 1, 32768, 3.441), (16, 64, 8, 4096, 3.491),
     (2, 8, 1, 32768, 0.918), (16, 32, 1, 131072, None), (16, 32, 32, 512, None),
 ]
+PUBLISHED = {  # FlashInfer / FlashQLA on an H200 as published by FlashQLA (shared/GDN.md)
+    (16, 32, 1, 32768): (1.550, 0.877), (16, 32, 1, 8192): (0.394, 0.280),
+    (16, 32, 4, 8192): (0.425, 0.611), (16, 32, 8, 1024): (0.119, 0.178),
+    (16, 64, 1, 32768): (1.552, 1.521), (16, 64, 8, 4096): (0.841, 1.217),
+    (2, 8, 1, 32768): (1.655, 0.320),
+}
 
 
-def time_ms(fn, reps=20, warmup=3):
+def time_ms(fn, max_s=0.3, max_reps=20, min_reps=3, warmup=1):
+    """Median / min / max of CUDA-event times per call; stops after max_s."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
+    ts, t_start = [], time.time()
+    while len(ts) < max_reps and (len(ts) < min_reps or time.time() - t_start < max_s):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
         fn()
@@ -498,111 +475,126 @@ def ceilings():
     a = torch.empty(n, device="cuda")
     a.normal_()
     b = torch.empty_like(a)
-    med, _, _ = time_ms(lambda: b.copy_(a), reps=10)
+    med, _, _ = time_ms(lambda: b.copy_(a), max_reps=10)
     copy_tbs = 2 * n * 4 / (med * 1e-3) / 1e12
     del a, b
     m = 8192
     x = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
     y = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
-    med, _, _ = time_ms(lambda: x @ y, reps=10)
+    med, _, _ = time_ms(lambda: x @ y, max_reps=10)
     gemm_tf = 2 * m ** 3 / (med * 1e-3) / 1e12
     del x, y
     torch.cuda.empty_cache()
     return copy_tbs, gemm_tf
 
 
-def run_bench(ours, capi, fla_fn, budget_s, rows_out):
+def bench_row(ours, fla_fn, hqk, hv, N, L, fla_pub, copy_tbs, gemm_tf, deadline):
+    K = V = 128
+    p = Problem(hqk, hv, K, V, [L] * N, seed=7)
+    T = p.T
+    flops = T * hv * (6 * K * V + 10 * CHUNK * K)
+    bytes_ = 2 * T * hqk * K * 2 + 2 * T * hv * V * 2 + 2 * T * hv * 4 + 2 * N * hv * K * V * 4
+    row = {"Hqk": hqk, "Hv": hv, "N": N, "L": L, "fla_published_ms": fla_pub,
+           "flashinfer_published_ms": PUBLISHED.get((hqk, hv, N, L), (None, None))[0],
+           "flashqla_published_ms": PUBLISHED.get((hqk, hv, N, L), (None, None))[1],
+           "flops": flops, "bytes": bytes_}
+    # copy-on-write for every sequence: repeated calls all start from pool[:N]
+    call = ours.prepare(p, pages_out=[N + i for i in range(N)])
+    ours.call(call)  # the result checked below (first call: grows the workspace)
+    torch.cuda.synchronize()
+    o_ours = call.o.float()
+    final = call.pool[torch.tensor(call.pages_out, device="cuda", dtype=torch.long)].float()
+    row["ours_ms"], row["ours_min_ms"], row["ours_max_ms"] = time_ms(lambda: ours.call(call))
+    row["ours_routed_ms"], _, _ = time_ms(lambda: ours.call(call, kernel="auto"), max_s=0.1, max_reps=5)
+    # Split: kernel 1 alone (chunk table + prep), kernel 2 alone (over that workspace).
+    row["ours_prep_ms"], _, _ = time_ms(lambda: ours.call(call, stages=1), max_s=0.15, max_reps=10)
+    row["ours_state_ms"], _, _ = time_ms(lambda: ours.call(call, stages=2), max_s=0.15, max_reps=10)
+    for prep in (1,):  # the per-value-head kernel 1 of the previous version
+        row[f"ours_prep_v{prep}_ms"], _, _ = time_ms(lambda: ours.call(call, stages=1, prep=prep),
+                                                     max_s=0.1, max_reps=5)
+    ours.call(call, stages=1)  # the default kernel 1's workspace again
+    for vt in (16, 32, 64):
+        row[f"ours_state_vt{vt}_ms"], _, _ = time_ms(lambda: ours.call(call, stages=2, v_tile=vt),
+                                                     max_s=0.1, max_reps=5)
+    print(f"  ours {row['ours_ms']:.3f} ms (kernel 1 {row['ours_prep_ms']:.3f}, kernel 2 "
+          f"{row['ours_state_ms']:.3f}) [{time.time() - T0:.0f}s]", flush=True)
+    fo = fS = None
+    if fla_fn is not None:
+        try:
+            h0 = p.h0.float().clone()
+            t_warm = time.time()
+            fo, fS = fla_run(fla_fn, p, h0)  # compiles / autotunes on a new shape
+            torch.cuda.synchronize()
+            row["fla_warmup_s"] = time.time() - t_warm
+            row["fla_ms"], _, _ = time_ms(lambda: fla_run(fla_fn, p, h0))
+            print(f"  FLA {row['fla_ms']:.3f} ms (warm-up {row['fla_warmup_s']:.1f} s)", flush=True)
+        except Exception as e:  # noqa: BLE001
+            row["fla_error"] = str(e)[:300]
+    if T <= 8192:
+        try:
+            row["recurrent_ms"], _, _ = time_ms(lambda: ours.call(call, kernel="recurrent"), max_s=0.2,
+                                                max_reps=5)
+        except Exception as e:  # noqa: BLE001
+            row["recurrent_error"] = str(e)[:200]
+    if T <= 32768 and time.time() < deadline - 10:
+        ro, rS = reference(p)
+        row["ours_o"], row["ours_state"] = errors(o_ours, ro), errors(final, rS)
+        if fo is not None:
+            row["fla_o"], row["fla_state"] = errors(fo.float(), ro), errors(fS.float(), rS)
+        del ro, rS
+    elif fo is not None:  # too long for the float64 loop: ours against FLA
+        row["ours_vs_fla_o"] = errors(o_ours, fo.float())
+    for who in ("ours", "fla"):
+        if f"{who}_ms" in row:
+            sec = row[f"{who}_ms"] * 1e-3
+            row[f"{who}_tflops"] = flops / sec / 1e12
+            row[f"{who}_tbs"] = bytes_ / sec / 1e12
+            row[f"{who}_pct_gemm"] = 100 * flops / sec / 1e12 / gemm_tf
+            row[f"{who}_pct_copy"] = 100 * bytes_ / sec / 1e12 / copy_tbs
+    del p, call, fo, fS
+    torch.cuda.empty_cache()
+    return row
+
+
+def run_bench(ours, fla_fn, budget_s, rows_out, write, row_ids=None):
     copy_tbs, gemm_tf = ceilings()
     print(f"ceilings: copy {copy_tbs:.2f} TB/s (read+write), bf16 GEMM {gemm_tf:.0f} TFLOP/s",
           flush=True)
-    K = V = 128
-    # Crossover with the recurrent kernel (kernels/capi gdn_prefill), 16/32, 8 sequences.
-    if capi is not None:
-        for L in (16, 64, 256, 1024):
-            p = Problem(16, 32, K, V, [L] * 8, seed=3)
-            N = 8
-            a, o, pool, pages_out, keep = ours.prepare(p, pages_out=[N + i for i in range(N)])
-            t_ours, _, _ = time_ms(lambda: ours.call(a), reps=10, warmup=2)
-            pin = torch.arange(N, dtype=torch.int32, device="cuda")
-            pool2, o2 = pool.clone(), torch.empty_like(o)
-            t_rec, _, _ = time_ms(lambda: capi.call("gdn_prefill", p, o2, pool2, pin, pin + N),
-                                  reps=10, warmup=2)
-            rows_out.append({"crossover": True, "Hqk": 16, "Hv": 32, "N": N, "L": L,
-                             "ours_ms": t_ours, "recurrent_ms": t_rec})
-            print(f"crossover 16/32 8 x {L}: chunked {t_ours:.3f} ms, recurrent {t_rec:.3f} ms "
-                  f"[{time.time() - T0:.0f}s]", flush=True)
-    for (hqk, hv, N, L, fla_pub) in BENCH_ROWS:
-        if time.time() - T0 > budget_s:
-            print(f"budget reached, skipping {hqk}/{hv} {N}x{L}")
+    deadline = T0 + budget_s
+    for idx, (hqk, hv, N, L, fla_pub) in enumerate(BENCH_ROWS):
+        if row_ids is not None and idx not in row_ids:
             continue
+        if time.time() > deadline:
+            print(f"budget reached, skipping {hqk}/{hv} {N} x {L}", flush=True)
+            rows_out.append({"Hqk": hqk, "Hv": hv, "N": N, "L": L, "skipped": "time budget"})
+            continue
+        print(f"row {hqk}/{hv} {N} x {L} [{time.time() - T0:.0f}s]", flush=True)
         try:
-            p = Problem(hqk, hv, K, V, [L] * N, seed=7)
-            T = p.T
-            flops = T * hv * (6 * K * V + 10 * CHUNK * K)
-            bytes_ = (2 * T * hqk * K * 2 + 2 * T * hv * V * 2 + 2 * T * hv * 4
-                      + 2 * N * hv * K * V * 4)
-            row = {"Hqk": hqk, "Hv": hv, "N": N, "L": L, "fla_published_ms": fla_pub,
-                   "flops": flops, "bytes": bytes_}
-            # copy-on-write for every sequence: repeated calls all start from pool[:N]
-            a, o, pool, pages_out, keep = ours.prepare(p, pages_out=[N + i for i in range(N)])
-            # error first (one call), then time
-            ours.call(a)
-            torch.cuda.synchronize()
-            row["ours_v_tile"] = "auto"
-            row["ours_ms"], row["ours_min_ms"], row["ours_max_ms"] = time_ms(lambda: ours.call(a))
-            final = pool[torch.tensor(pages_out, device="cuda", dtype=torch.long)].float()
-            o_ours = o.float()
-            for vt in (16, 32):  # both V tiles, for the auto policy
-                a.v_tile = vt
-                row[f"ours_vt{vt}_ms"], _, _ = time_ms(lambda: ours.call(a), reps=10, warmup=2)
-            a.v_tile = 0
-            for st, key in ((1, "ours_prep_ms"), (2, "ours_state_ms")):  # per-kernel split
-                a.stages = st
-                row[key], _, _ = time_ms(lambda: ours.call(a), reps=10, warmup=2)
-            for sv in (0, 1):  # kernel 1 with each solver
-                a.stages, a.solve_variant = 1, sv
-                row[f"ours_prep_solve{sv}_ms"], _, _ = time_ms(lambda: ours.call(a), reps=10, warmup=2)
-            a.stages, a.solve_variant = 0, -1
-            fo = fS = None
-            try:
-                h0 = p.h0.float().clone()
-                fo, fS = fla_run(fla_fn, p, h0)
-                row["fla_ms"], _, _ = time_ms(lambda: fla_run(fla_fn, p, h0))
-            except Exception as e:  # noqa: BLE001
-                row["fla_error"] = str(e)[:300]
-            if capi is not None and N * L <= 32768:
-                pin = torch.tensor([i for i in range(N)], dtype=torch.int32, device="cuda")
-                pool2 = pool.clone()
-                o2 = torch.empty_like(o)
-                try:
-                    row["recurrent_ms"], _, _ = time_ms(
-                        lambda: capi.call("gdn_prefill", p, o2, pool2, pin, pin + N), reps=5, warmup=1)
-                except Exception as e:  # noqa: BLE001
-                    row["recurrent_error"] = str(e)[:200]
-            if time.time() - T0 < budget_s - 20:
-                ro, rS = reference(p)
-                row["ours_o"], row["ours_state"] = errors(o_ours, ro), errors(final, rS)
-                if fo is not None:
-                    row["fla_o"], row["fla_state"] = errors(fo.float(), ro), errors(fS.float(), rS)
-                del ro, rS
-            for who in ("ours", "fla"):
-                if f"{who}_ms" in row:
-                    s = row[f"{who}_ms"] * 1e-3
-                    row[f"{who}_tflops"] = flops / s / 1e12
-                    row[f"{who}_tbs"] = bytes_ / s / 1e12
-                    row[f"{who}_pct_gemm"] = 100 * flops / s / 1e12 / gemm_tf
-                    row[f"{who}_pct_copy"] = 100 * bytes_ / s / 1e12 / copy_tbs
+            row = bench_row(ours, fla_fn, hqk, hv, N, L, fla_pub, copy_tbs, gemm_tf, deadline)
             rows_out.append(row)
             print(json.dumps(row), flush=True)
             print(f"row {hqk}/{hv} {N} x {L}: ours {row['ours_ms']:.3f} ms, FLA "
                   f"{row.get('fla_ms', float('nan')):.3f} ms [{time.time() - T0:.0f}s]", flush=True)
-            del p, a, o, pool, keep, fo, fS
-            torch.cuda.empty_cache()
         except Exception as e:  # noqa: BLE001 (a failing row is reported, the rest run)
             print(f"row {hqk}/{hv} {N} x {L} failed: {e}", flush=True)
             rows_out.append({"Hqk": hqk, "Hv": hv, "N": N, "L": L, "error": str(e)[:300]})
             torch.cuda.empty_cache()
-    return copy_tbs, gemm_tf
+        write(copy_tbs, gemm_tf)
+    # Crossover with the recurrent kernel, 16/32, 8 sequences (cheap).
+    for L in (16, 64, 256, 1024):
+        if time.time() > deadline:
+            break
+        p = Problem(16, 32, 128, 128, [L] * 8, seed=3)
+        call = ours.prepare(p, pages_out=[8 + i for i in range(8)])
+        r = {"crossover": True, "Hqk": 16, "Hv": 32, "N": 8, "L": L}
+        r["ours_ms"], _, _ = time_ms(lambda: ours.call(call), max_s=0.1, max_reps=10)
+        r["recurrent_ms"], _, _ = time_ms(lambda: ours.call(call, kernel="recurrent"), max_s=0.1,
+                                          max_reps=10)
+        r["routed_ms"], _, _ = time_ms(lambda: ours.call(call, kernel="auto"), max_s=0.1, max_reps=10)
+        rows_out.append(r)
+        print(f"crossover 16/32 8 x {L}: chunked {r['ours_ms']:.3f} ms, recurrent "
+              f"{r['recurrent_ms']:.3f} ms, gdn_prefill {r['routed_ms']:.3f} ms", flush=True)
+    write(copy_tbs, gemm_tf)
 
 
 def fmt_err(row, who):
@@ -611,75 +603,89 @@ def fmt_err(row, who):
     return f"{row[who + '_o']['max_rel']:.1e} / {row[who + '_state']['max_rel']:.1e}"
 
 
+def ms(r, key):
+    return f"{r[key]:.3f}" if r.get(key) is not None else "-"
+
+
 def markdown(rows, copy_tbs, gemm_tf):
     lines = [f"Ceilings measured in this run: device copy {copy_tbs:.2f} TB/s (read + write), "
-             f"bf16 GEMM {gemm_tf:.0f} TFLOP/s.", "",
-             "| Hqk/Hv | sequences | ours | FLA (here) | FLA (GDN.md) | recurrent | ours prep + state pass | "
-             "ours V tile 16 / 32 | ours TFLOP/s (% GEMM) | ours GB/s (% copy) | ours err o / S | FLA err o / S |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             f"bf16 GEMM {gemm_tf:.0f} TFLOP/s. Times in ms, median of CUDA-event timed ctypes calls.", "",
+             "| Hqk/Hv | sequences | ours | FLA (here) | FLA / FlashInfer / FlashQLA (GDN.md) | recurrent | "
+             "kernel 1 + kernel 2 | kernel 1 of the previous version | kernel 2 at V tile 16 / 32 / 64 | "
+             "ours TFLOP/s (% GEMM) | ours GB/s (% copy) | err o / S ours | err o / S FLA |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
-        if r.get("crossover") or "error" in r:
+        if r.get("crossover") or "error" in r or "skipped" in r:
             continue
-        fla = f"{r['fla_ms']:.3f} ms" if "fla_ms" in r else r.get("fla_error", "-")[:40]
-        pub = f"{r['fla_published_ms']:.3f} ms" if r["fla_published_ms"] else "-"
-        rec = f"{r['recurrent_ms']:.3f} ms" if "recurrent_ms" in r else "-"
+        fla = ms(r, "fla_ms") if "fla_ms" in r else r.get("fla_error", "-")[:40]
+        pub = f"{ms(r, 'fla_published_ms')} / {ms(r, 'flashinfer_published_ms')} / {ms(r, 'flashqla_published_ms')}"
+        err_ours = fmt_err(r, "ours")
+        if "ours_vs_fla_o" in r:
+            err_ours = f"vs FLA {r['ours_vs_fla_o']['max_rel']:.1e}"
         lines.append(
-            f"| {r['Hqk']}/{r['Hv']} | {r['N']} x {r['L']} | {r['ours_ms']:.3f} ms | {fla} | {pub} | {rec} | "
-            f"{r['ours_prep_ms']:.3f} + {r['ours_state_ms']:.3f} ms "
-            f"(prep solver 0 / 1: {r['ours_prep_solve0_ms']:.3f} / {r['ours_prep_solve1_ms']:.3f}) | "
-            f"{r['ours_vt16_ms']:.3f} / {r['ours_vt32_ms']:.3f} ms | "
-            f"{r['ours_tflops']:.0f} ({r['ours_pct_gemm']:.0f}%) | {r['ours_tbs'] * 1e3:.0f} "
-            f"({r['ours_pct_copy']:.0f}%) | {fmt_err(r, 'ours')} | {fmt_err(r, 'fla')} |")
+            f"| {r['Hqk']}/{r['Hv']} | {r['N']} x {r['L']} | {ms(r, 'ours_ms')} | {fla} | {pub} | "
+            f"{ms(r, 'recurrent_ms')} | {ms(r, 'ours_prep_ms')} + {ms(r, 'ours_state_ms')} | "
+            f"{ms(r, 'ours_prep_v1_ms')} | {ms(r, 'ours_state_vt16_ms')} / {ms(r, 'ours_state_vt32_ms')} / "
+            f"{ms(r, 'ours_state_vt64_ms')} | {r['ours_tflops']:.0f} ({r['ours_pct_gemm']:.0f}%) | "
+            f"{r['ours_tbs'] * 1e3:.0f} ({r['ours_pct_copy']:.0f}%) | {err_ours} | {fmt_err(r, 'fla')} |")
+    missing = [r for r in rows if "skipped" in r or "error" in r]
+    if missing:
+        lines.append("")
+    for r in missing:
+        lines.append(f"Not measured: {r['Hqk']}/{r['Hv']} {r['N']} x {r['L']}: "
+                     f"{r.get('skipped', r.get('error', ''))[:100]}")
     cross = [r for r in rows if r.get("crossover")]
     if cross:
-        lines += ["", "| 16/32, 8 sequences of | chunked (ours) | recurrent (kernels/capi gdn_prefill) |",
-                  "| --- | --- | --- |"]
-        lines += [f"| {r['L']} | {r['ours_ms']:.3f} ms | {r['recurrent_ms']:.3f} ms |" for r in cross]
+        lines += ["", "| 16/32, 8 sequences of | chunked | recurrent | gdn_prefill (routed) |",
+                  "| --- | --- | --- | --- |"]
+        lines += [f"| {r['L']} | {r['ours_ms']:.3f} | {r['recurrent_ms']:.3f} | {r['routed_ms']:.3f} |"
+                  for r in cross]
     return "\n".join(lines)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--lib", required=True)
-    ap.add_argument("--capi", default="")
+    ap.add_argument("--capi", required=True, help="libgdn_capi.so")
     ap.add_argument("--out", default=".")
     ap.add_argument("--skip-bench", action="store_true")
     ap.add_argument("--skip-checks", action="store_true")
-    ap.add_argument("--budget-s", type=float, default=240)
-    ap.add_argument("--bench-share", type=float, default=0.55)
+    ap.add_argument("--budget-s", type=float, default=330, help="whole script")
+    ap.add_argument("--checks-s", type=float, default=80, help="reserved for the checks")
+    ap.add_argument("--rows", default="", help="comma-separated BENCH_ROWS indices (default all)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     print(torch.cuda.get_device_name(0), torch.__version__, flush=True)
-    ours = Ours(args.lib)
-    capi = None
-    if args.capi and os.path.exists(args.capi):
-        try:
-            capi = Capi(args.capi)
-        except OSError as e:
-            print("capi not loaded:", e)
+    ours = Ours(args.capi)
     try:
         from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fla_fn
     except Exception as e:  # noqa: BLE001
         print("FLA not importable:", e)
         fla_fn = None
     ok = True
-    CHECK_DEADLINE[0] = args.budget_s
     if not args.skip_bench:
         rows = []
-        copy_tbs, gemm_tf = run_bench(ours, capi, fla_fn, args.budget_s * args.bench_share, rows)
-        with open(os.path.join(args.out, "prefill_bench.json"), "w") as f:
-            json.dump({"copy_tbs": copy_tbs, "gemm_tflops": gemm_tf, "rows": rows}, f, indent=1)
-        try:
-            md = markdown(rows, copy_tbs, gemm_tf)
-        except Exception as e:  # noqa: BLE001
-            md = f"markdown failed: {e}"
-        with open(os.path.join(args.out, "prefill_bench.md"), "w") as f:
-            f.write(md + "\n")
-        print(md, flush=True)
+
+        def write(copy_tbs, gemm_tf):
+            with open(os.path.join(args.out, "prefill_bench.json"), "w") as f:
+                json.dump({"copy_tbs": copy_tbs, "gemm_tflops": gemm_tf, "rows": rows}, f, indent=1)
+            try:
+                md = markdown(rows, copy_tbs, gemm_tf)
+            except Exception as e:  # noqa: BLE001
+                md = f"markdown failed: {e}"
+            with open(os.path.join(args.out, "prefill_bench.md"), "w") as f:
+                f.write(md + "\n")
+            return md
+
+        row_ids = set(int(x) for x in args.rows.split(",")) if args.rows else None
+        bench_budget = args.budget_s - (0 if args.skip_checks else args.checks_s)
+        run_bench(ours, fla_fn, bench_budget, rows, write, row_ids)
+        with open(os.path.join(args.out, "prefill_bench.md")) as f:
+            print(f.read(), flush=True)
     if not args.skip_checks:
+        CHECK_DEADLINE[0] = args.budget_s
         results = []
         try:
-            ok = run_checks(ours, capi, fla_fn, results)
+            ok = run_checks(ours, fla_fn, results)
         except Exception as e:  # noqa: BLE001
             import traceback
             traceback.print_exc()

@@ -1,10 +1,18 @@
-// The C ABI of gdn_capi.h over the recurrent kernel family.
+// The C ABI of gdn_capi.h: decode over the recurrent kernel family, prefill
+// through the cuda backend's routing policy (kernels/cuda/cuda_backend_impl.h:
+// PrefersChunkedPrefill / LaunchPrefill) with one chunked-prefill launcher
+// (and workspace) per stream.
 #include "kernels/capi/gdn_capi.h"
 
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/chunked_prefill.h"
+#include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/recurrent_params.h"
 #include "kernels/gdn_params.h"
 #include "kernels/gdn_types.h"
@@ -72,16 +80,67 @@ GdnParams ToParams(const gdn_capi_args& a, StateDType state_dtype) {
 }
 
 absl::Status Run(const gdn_capi_config* config, const gdn_capi_args* args, void* stream,
-                 int max_tokens_per_seq, cuda::RecurrentVariant variant) {
+                 int max_tokens_per_seq, cuda::RecurrentVariant variant, bool pdl = false) {
   GdnOptions options;
   if (absl::Status s = ToOptions(config, &options); !s.ok()) return s;
   if (args == nullptr) return absl::InvalidArgumentError("args is NULL");
   const GdnParams params = ToParams(*args, options.state_dtype);
   if (absl::Status s = ValidateParams(options, params, max_tokens_per_seq); !s.ok()) return s;
-  // Prefill: the recurrent kernel for every length until the chunked prefill
-  // lands (same hook as CudaBackend::RoutePrefill).
+  // Decode (prefill goes through RunPrefill below).
   return cuda::LaunchRecurrent(options, cuda::MakeRecurrentParams(options, params),
-                               static_cast<cudaStream_t>(stream), variant);
+                               static_cast<cudaStream_t>(stream), variant, pdl);
+}
+
+// One chunked-prefill launcher (and workspace) per stream, for the life of
+// the process; a call holds the lock while it plans and launches.
+struct Launchers {
+  std::mutex mu;
+  std::map<void*, std::unique_ptr<cuda::ChunkedPrefill>> by_stream;
+};
+Launchers& GetLaunchers() {
+  static Launchers* launchers = new Launchers();  // never destroyed (exit order)
+  return *launchers;
+}
+
+// The chunked kernel's knobs (gdn_chunked_prefill_tuned); defaults: the operator.
+struct ChunkedKnobs {
+  int v_tile = 0;
+  int stages = 3;
+  int prep_variant = -1;
+};
+
+absl::Status RunPrefill(const gdn_capi_config* config, const gdn_capi_args* args, void* stream,
+                        cuda::PrefillKernel kernel, const ChunkedKnobs& knobs = ChunkedKnobs()) {
+  GdnOptions options;
+  if (absl::Status s = ToOptions(config, &options); !s.ok()) return s;
+  if (args == nullptr) return absl::InvalidArgumentError("args is NULL");
+  const GdnParams params = ToParams(*args, options.state_dtype);
+  if (absl::Status s = ValidateParams(options, params, 0); !s.ok()) return s;
+  const cudaStream_t cuda_stream = static_cast<cudaStream_t>(stream);
+  const bool chunked = kernel == cuda::PrefillKernel::kChunked ||
+                       (kernel == cuda::PrefillKernel::kAuto &&
+                        cuda::PrefersChunkedPrefill(options, params));
+  if (!chunked) {
+    return cuda::LaunchRecurrent(options, cuda::MakeRecurrentParams(options, params), cuda_stream);
+  }
+  if (absl::Status s = cuda::ChunkedPrefill::Supports(options); !s.ok()) return s;
+  if (knobs.stages < 1 || knobs.stages > 3) {
+    return absl::InvalidArgumentError(absl::StrCat("stages ", knobs.stages));
+  }
+  if (knobs.prep_variant < -1 || knobs.prep_variant > 2) {
+    return absl::InvalidArgumentError(absl::StrCat("prep_variant ", knobs.prep_variant));
+  }
+  Launchers& launchers = GetLaunchers();
+  std::lock_guard<std::mutex> lock(launchers.mu);
+  std::unique_ptr<cuda::ChunkedPrefill>& launcher = launchers.by_stream[stream];
+  if (launcher == nullptr) launcher = std::make_unique<cuda::ChunkedPrefill>();
+  launcher->set_solve_variant(knobs.prep_variant < 0 ? cuda::ChunkedPrefill::kDefaultSolve
+                                                     : knobs.prep_variant);
+  if (knobs.v_tile == 0 && knobs.stages == 3) {  // the routed operator itself
+    return cuda::LaunchPrefill(options, params, cuda_stream, *launcher,
+                               cuda::PrefillKernel::kChunked);
+  }
+  return launcher->Run(options, params, cuda_stream, knobs.v_tile, knobs.stages);
 }
 
 }  // namespace
@@ -95,16 +154,46 @@ int gdn_decode(const gdn_capi_config* config, const gdn_capi_args* args, void* s
 }
 
 int gdn_prefill(const gdn_capi_config* config, const gdn_capi_args* args, void* stream) {
-  return gdn::Finish(gdn::Run(config, args, stream, 0, gdn::cuda::RecurrentVariant::kAuto));
+  return gdn::Finish(gdn::RunPrefill(config, args, stream, gdn::cuda::PrefillKernel::kAuto));
+}
+
+int gdn_prefill_variant(const gdn_capi_config* config, const gdn_capi_args* args, void* stream,
+                        int variant) {
+  if (variant < 0 || variant > 2) {
+    return gdn::Finish(absl::InvalidArgumentError(absl::StrCat("prefill variant code ", variant)));
+  }
+  return gdn::Finish(
+      gdn::RunPrefill(config, args, stream, static_cast<gdn::cuda::PrefillKernel>(variant)));
+}
+
+int gdn_chunked_prefill_tuned(const gdn_capi_config* config, const gdn_capi_args* args,
+                              void* stream, int v_tile, int stages, int prep_variant) {
+  gdn::ChunkedKnobs knobs;
+  knobs.v_tile = v_tile;
+  knobs.stages = stages;
+  knobs.prep_variant = prep_variant;
+  return gdn::Finish(
+      gdn::RunPrefill(config, args, stream, gdn::cuda::PrefillKernel::kChunked, knobs));
+}
+
+int64_t gdn_prefill_workspace_bytes(void* stream) {
+  gdn::Launchers& launchers = gdn::GetLaunchers();
+  std::lock_guard<std::mutex> lock(launchers.mu);
+  const auto it = launchers.by_stream.find(stream);
+  return it == launchers.by_stream.end() ? 0
+                                         : static_cast<int64_t>(it->second->workspace_bytes());
 }
 
 int gdn_decode_variant(const gdn_capi_config* config, const gdn_capi_args* args, void* stream,
                        int variant) {
-  if (variant < 0 || variant > 4) {
+  // Bit 8 (256) asks for programmatic dependent launch (gdn_capi.h).
+  const bool pdl = (variant & GDN_DECODE_PDL) != 0;
+  variant &= ~GDN_DECODE_PDL;
+  if (variant < 0 || variant >= gdn::cuda::kNumRecurrentVariantCodes) {
     return gdn::Finish(absl::InvalidArgumentError(absl::StrCat("variant code ", variant)));
   }
   return gdn::Finish(gdn::Run(config, args, stream, gdn::kMaxDecodeTokens,
-                              static_cast<gdn::cuda::RecurrentVariant>(variant)));
+                              static_cast<gdn::cuda::RecurrentVariant>(variant), pdl));
 }
 
 int64_t gdn_page_bytes(const gdn_capi_config* config) {

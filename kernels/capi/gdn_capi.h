@@ -15,10 +15,23 @@
  * Dtype codes: input 0 fp32, 1 bf16, 2 fp16; state 0 fp32, 1 bf16.
  * Gating: 0 direct (g, beta), 1 fused (a, b, A_log, dt_bias).
  *
- * Calls are asynchronous on `stream` (NULL: the legacy default stream), do
- * not allocate or synchronise, and may be captured in a CUDA graph. They
- * return 0 or an absl status code (3 invalid argument, 13 internal, ...);
- * gdn_last_error() then says why (per thread, until the next call).
+ * Calls are asynchronous on `stream` (NULL: the legacy default stream) and
+ * do not synchronise. They return 0 or an absl status code (3 invalid
+ * argument, 13 internal, ...); gdn_last_error() then says why (per thread,
+ * until the next call).
+ *
+ * Kernels. gdn_decode runs the recurrent kernel family. gdn_prefill routes
+ * as the server's cuda backend does (CudaBackend::RoutePrefill): the chunked
+ * tensor-core kernel (kernels/cuda/chunked_prefill.h) for bf16 inputs whose
+ * sequences average >= 256 tokens, else the recurrent kernel.
+ *
+ * Memory. The recurrent kernels allocate nothing. The chunked kernel needs a
+ * workspace (~74 KB per 64-token chunk and value head at K = V = 128); the
+ * library keeps one per stream, grown with cudaMallocAsync / cudaFreeAsync on
+ * that stream by the first call that needs more (never shrunk, held for the
+ * life of the process). Only a call that grows it allocates: to capture
+ * gdn_prefill in a CUDA graph, run the largest shape once on that stream
+ * first. Calls on one stream from several threads are serialised by a lock.
  */
 #ifndef GDN_KERNELS_CAPI_GDN_CAPI_H_
 #define GDN_KERNELS_CAPI_GDN_CAPI_H_
@@ -73,10 +86,31 @@ typedef struct gdn_capi_args {
 
 /* Every sequence brings 1..8 tokens. */
 GDN_CAPI_EXPORT int gdn_decode(const gdn_capi_config* config, const gdn_capi_args* args, void* stream);
-/* Any number of tokens per sequence. */
+/* Any number of tokens per sequence; picks its kernel as the cuda backend does. */
 GDN_CAPI_EXPORT int gdn_prefill(const gdn_capi_config* config, const gdn_capi_args* args, void* stream);
-/* Decode with a forced variant (0 auto, 1 small, 2 large, 3 wide, 4 persistent), for
- * benchmarks and tuning. */
+/* Prefill with a forced kernel, for benchmarks and tuning: 0 auto (= gdn_prefill),
+ * 1 recurrent, 2 chunked (head dims 64 / 128, any input dtype: bf16 operands). */
+GDN_CAPI_EXPORT int gdn_prefill_variant(const gdn_capi_config* config,
+                                        const gdn_capi_args* args, void* stream, int variant);
+/* The chunked kernel with its tuning knobs (benchmarks):
+ *   v_tile        0 auto, or 16 / 32 / 64 value columns per state-pass block;
+ *   stages        3 the whole operator; 1 kernel 1 only (chunk table + per-chunk
+ *                 preparation into the workspace); 2 kernel 2 only (the state
+ *                 pass over the workspace the previous call on this stream with
+ *                 the same arguments left; o and the final pages are written);
+ *   prep_variant  -1 the default, 0 / 1 per-value-head kernel 1 with solver 0 / 1,
+ *                 2 the grouped kernel 1 (one block per chunk and q/k head). */
+GDN_CAPI_EXPORT int gdn_chunked_prefill_tuned(const gdn_capi_config* config,
+                                              const gdn_capi_args* args, void* stream,
+                                              int v_tile, int stages, int prep_variant);
+/* Bytes of chunked-prefill workspace the library holds for `stream` (0: none). */
+GDN_CAPI_EXPORT int64_t gdn_prefill_workspace_bytes(void* stream);
+/* Decode with a forced variant (0 auto, 1 small, 2 large, 3 wide, 4 persistent,
+ * 5 deep: three-stage persistent), for benchmarks and tuning. OR-ing
+ * GDN_DECODE_PDL launches with programmatic dependent launch: the kernel's
+ * prologue overlaps the previous kernel on the stream; the inputs must not
+ * have been written by that immediately preceding kernel (recurrent_params.h). */
+#define GDN_DECODE_PDL 256
 GDN_CAPI_EXPORT int gdn_decode_variant(const gdn_capi_config* config,
                                        const gdn_capi_args* args, void* stream, int variant);
 /* The state page size in bytes for a config (0 on an invalid config). */

@@ -29,6 +29,10 @@ class Args(ctypes.Structure):
                 ("initial_pages", ctypes.c_void_p), ("final_pages", ctypes.c_void_p)]
 
 
+# gdn_prefill_variant codes: which prefill kernel runs.
+PREFILL_AUTO, PREFILL_RECURRENT, PREFILL_CHUNKED = 0, 1, 2
+
+
 def load(path):
     """Opens libgdn_capi.so with the argument and result types set."""
     lib = ctypes.CDLL(path)
@@ -36,6 +40,18 @@ def load(path):
         f = getattr(lib, entry)
         f.argtypes = [ctypes.POINTER(Config), ctypes.POINTER(Args), ctypes.c_void_p]
         f.restype = ctypes.c_int
+    # (config, args, stream, variant): decode variant / PREFILL_* code.
+    for entry in ("gdn_decode_variant", "gdn_prefill_variant"):
+        f = getattr(lib, entry)
+        f.argtypes = [ctypes.POINTER(Config), ctypes.POINTER(Args), ctypes.c_void_p, ctypes.c_int]
+        f.restype = ctypes.c_int
+    # (config, args, stream, v_tile, stages, prep_variant): the chunked kernel's knobs.
+    lib.gdn_chunked_prefill_tuned.argtypes = [ctypes.POINTER(Config), ctypes.POINTER(Args),
+                                              ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+                                              ctypes.c_int]
+    lib.gdn_chunked_prefill_tuned.restype = ctypes.c_int
+    lib.gdn_prefill_workspace_bytes.argtypes = [ctypes.c_void_p]
+    lib.gdn_prefill_workspace_bytes.restype = ctypes.c_int64
     lib.gdn_last_error.restype = ctypes.c_char_p
     lib.gdn_page_bytes.argtypes = [ctypes.POINTER(Config)]
     lib.gdn_page_bytes.restype = ctypes.c_int64

@@ -137,7 +137,7 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
   if (absl::Status s = Supports(options); !s.ok()) return s;
   if (absl::Status s = ValidateParams(options, params, 0); !s.ok()) return s;
   if (params.num_seqs == 0 || params.total_tokens == 0) return absl::OkStatus();
-  if (v_tile != 0 && v_tile != 16 && v_tile != 32) {
+  if (v_tile != 0 && v_tile != 16 && v_tile != 32 && v_tile != 64) {
     return absl::InvalidArgumentError(absl::StrCat("chunked prefill: v_tile ", v_tile));
   }
   const int K = options.shape.head_dim_k, V = options.shape.head_dim_v;
@@ -193,12 +193,19 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
   args.p = reinterpret_cast<uint16_t*>(ws + layout.p);
   args.decay = reinterpret_cast<float*>(ws + layout.decay);
 
+  if (solve_variant_ < 0 || solve_variant_ > 2) {
+    return absl::InvalidArgumentError(absl::StrCat("chunked prefill: kernel 1 variant ",
+                                                   solve_variant_));
+  }
   if (v_tile == 0) {
-    // 16 only when 32 would leave more than half the SMs idle: at 128 blocks
-    // of 32 (16/32, 1 x 32768) 32 measured 4.45 ms against 5.13 ms for 16.
+    // The state pass reads every workspace tile from L2 once per V tile, and
+    // at 16/32, 1 x 32768 that traffic bounds it (VT 32: 128 blocks x 64 KB
+    // per chunk step, ~2.6 us per step measured): 64 halves it and keeps the
+    // per-SM work equal (8 warps). 16 only when 32 would leave more than half
+    // the SMs idle (few heads x sequences: latency-bound, more blocks help).
     static const int sms = chunked::MultiprocessorCount();
     const int64_t blocks32 = static_cast<int64_t>(params.num_seqs) * Hv * (V / 32);
-    v_tile = 2 * blocks32 <= sms ? 16 : 32;
+    v_tile = 2 * blocks32 <= sms ? 16 : 64;
   }
   if (stages & 1) {
     GDN_CUDA_RETURN_IF_ERROR(chunked::LaunchChunkTable(args, stream));

@@ -3,8 +3,9 @@
 // lengths. Host header: includes only the CUDA runtime API.
 //
 // Two kernels per call on the caller's stream (see kernels/cuda/chunked/):
-//   1. per (chunk, value head): norms, gating, cumulative decay, A, T = A^-1,
-//      W, U and the other state-independent tiles -> workspace (bf16);
+//   1. per (chunk, q/k head), looping over its value heads (or, variants 0
+//      and 1, per (chunk, value head)): norms, gating, cumulative decay, A,
+//      T = A^-1, W, U and the other state-independent tiles -> workspace (bf16);
 //   2. per (sequence, value head, V tile): the sequential pass over chunks,
 //      the state tile in registers; writes o and the final state page.
 // plus a one-block kernel that builds the chunk table from cu_seqlens.
@@ -40,19 +41,21 @@ class ChunkedPrefill {
   // Asynchronous on `stream`. Reads params.cu_seqlens_host for planning (grid
   // sizes); everything else stays on the device. Page ids outside the pool
   // (other than kZeroStatePage as an initial page) touch no page: that
-  // sequence's o is NaN. v_tile: 0 picks 32 or 16 columns per block (16 when
-  // the grid of 32 would leave half the SMs idle); 16 or 32 forces it.
+  // sequence's o is NaN. v_tile: 0 picks 64 or 16 columns per block (16 when
+  // the grid of 32 would leave half the SMs idle); 16, 32 or 64 forces it.
   // stages (benchmarks only): bit 0 runs the chunk-table + prep kernels, bit
   // 1 the state pass; 3 (both) is the operator. The state pass alone reuses
   // the workspace of the previous call with the same params.
   absl::Status Run(const GdnOptions& options, const GdnParams& params,
                    cudaStream_t stream, int v_tile = 0, int stages = 3);
 
-  // Kernel 1's triangular solver (chunk_prep.cuh): 0 column-wise with 4
-  // threads per column, 1 register-resident columns overlapped with the
-  // elementwise work (kernel 1 at 16/32, 1 x 32768: 2.34 ms against 3.13).
+  // Kernel 1's variant: 0 / 1 ChunkPrepKernel (chunk_prep.cuh, one block per
+  // (chunk, value head)) with the column-wise solver on 4 threads per column /
+  // register-resident columns (16/32, 1 x 32768: 3.13 / 2.34 ms); 2
+  // ChunkPrepGroupKernel (chunk_prep_group.cuh, one block per (chunk, q/k
+  // head), staged vector loads, kn kn^T shared by the value heads).
   // Benchmarks compare them; the default is kDefaultSolve.
-  static constexpr int kDefaultSolve = 1;
+  static constexpr int kDefaultSolve = 2;
   void set_solve_variant(int variant) { solve_variant_ = variant; }
 
   // Workspace bytes a call of this shape needs.

@@ -1,8 +1,11 @@
-// Template instances and launch of kernel 1 (chunk_prep.cuh): K, V in
-// {64, 128} x input dtype in {fp32, bf16, fp16}.
+// Template instances and launch of kernel 1: K, V in {64, 128} x input
+// dtype in {fp32, bf16, fp16} x variant (args.solve_variant): 0 / 1
+// ChunkPrepKernel (chunk_prep.cuh, per value head, solver 0 / 1), 2
+// ChunkPrepGroupKernel (chunk_prep_group.cuh, per q/k head, the default).
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/chunked/chunk_prep.cuh"
+#include "kernels/cuda/chunked/chunk_prep_group.cuh"
 #include "kernels/cuda/chunked/launch.h"
 
 namespace gdn::cuda::chunked {
@@ -10,6 +13,16 @@ namespace {
 
 template <int K, int V, typename In>
 cudaError_t Launch(const ChunkArgs& args, cudaStream_t stream) {
+  if (args.solve_variant == 2) {
+    constexpr int kGroupBytes = PrepGroupSmem<K, V>::kBytes;
+    static const cudaError_t group_attr =
+        cudaFuncSetAttribute(ChunkPrepGroupKernel<K, V, In>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, kGroupBytes);
+    if (group_attr != cudaSuccess) return group_attr;
+    const dim3 grid(args.num_chunks, args.num_qk_heads);
+    ChunkPrepGroupKernel<K, V, In><<<grid, kPrepThreads, kGroupBytes, stream>>>(args);
+    return cudaGetLastError();
+  }
   constexpr int kBytes = PrepSmem<K, V>::kBytes;
   static const cudaError_t attr = cudaFuncSetAttribute(
       ChunkPrepKernel<K, V, In>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);

@@ -1,5 +1,5 @@
 // Template instances and launch of kernel 2 (state_pass.cuh): K, V in
-// {64, 128} x input dtype x state dtype x V tile in {16, 32}.
+// {64, 128} x input dtype x state dtype x V tile in {16, 32, 64}.
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/chunked/launch.h"
@@ -18,7 +18,7 @@ cudaError_t Launch(const ChunkArgs& args, cudaStream_t stream) {
   const int64_t blocks =
       static_cast<int64_t>(args.num_seqs) * args.num_v_heads * (V / VT);
   StatePassKernel<K, V, VT, In, StateT>
-      <<<static_cast<unsigned>(blocks), kStateThreads, kBytes, stream>>>(args);
+      <<<static_cast<unsigned>(blocks), kStateThreadsFor<VT>, kBytes, stream>>>(args);
   return cudaGetLastError();
 }
 
@@ -52,6 +52,7 @@ cudaError_t ByTile(const GdnOptions& options, const ChunkArgs& args, int v_tile,
                    cudaStream_t stream) {
   if (v_tile == 16) return ByDType<K, V, 16>(options, args, stream);
   if (v_tile == 32) return ByDType<K, V, 32>(options, args, stream);
+  if (v_tile == 64) return ByDType<K, V, 64>(options, args, stream);
   return cudaErrorInvalidValue;
 }
 

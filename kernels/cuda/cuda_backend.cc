@@ -93,15 +93,26 @@ absl::Status CudaBackend::Prefill(const GdnOptions& options, const GdnParams& pa
 }
 
 absl::Status CudaBackend::RoutePrefill(const GdnOptions& options, const GdnParams& params) {
+  return LaunchPrefill(options, params, stream_, chunked_prefill_);
+}
+
+bool PrefersChunkedPrefill(const GdnOptions& options, const GdnParams& params) {
   // Chunked tensor-core prefill (kernels/cuda/chunked_prefill.h) for bf16
   // inputs once sequences average >= 256 tokens: its bf16 operands match
   // FLA's accuracy for bf16 but not the fp32 / fp16 settings, which stay here.
-  if (options.input_dtype == DType::kBF16 &&
-      params.total_tokens >= 256 * static_cast<int64_t>(params.num_seqs) &&
-      ChunkedPrefill::Supports(options).ok()) {
-    return chunked_prefill_.Run(options, params, stream_);
-  }
-  return LaunchRecurrent(options, MakeRecurrentParams(options, params), stream_);
+  return options.input_dtype == DType::kBF16 &&
+         params.total_tokens >= 256 * static_cast<int64_t>(params.num_seqs) &&
+         ChunkedPrefill::Supports(options).ok();
+}
+
+absl::Status LaunchPrefill(const GdnOptions& options, const GdnParams& params,
+                           cudaStream_t stream, ChunkedPrefill& chunked,
+                           PrefillKernel kernel) {
+  const bool use_chunked = kernel == PrefillKernel::kChunked ||
+                           (kernel == PrefillKernel::kAuto &&
+                            PrefersChunkedPrefill(options, params));
+  if (use_chunked) return chunked.Run(options, params, stream);
+  return LaunchRecurrent(options, MakeRecurrentParams(options, params), stream);
 }
 
 absl::StatusOr<void*> CudaBackend::Allocate(size_t bytes) {

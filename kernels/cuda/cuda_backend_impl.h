@@ -15,6 +15,23 @@
 
 namespace gdn::cuda {
 
+// Which prefill kernel runs: kAuto is the routing policy of
+// CudaBackend::RoutePrefill (chunked for bf16 inputs averaging >= 256
+// tokens per sequence, else recurrent); the others force one (benchmarks,
+// kernels/capi's gdn_prefill_variant).
+enum class PrefillKernel { kAuto = 0, kRecurrent = 1, kChunked = 2 };
+
+// The policy itself: whether kAuto picks the chunked kernel for this call.
+bool PrefersChunkedPrefill(const GdnOptions& options, const GdnParams& params);
+
+// Prefill on `stream` through the routing policy, for callers without a
+// backend (kernels/capi): `chunked` is the launcher (and workspace) used
+// when the chunked kernel runs, owned by the caller, one per stream. Params
+// must already be validated (ValidateParams).
+absl::Status LaunchPrefill(const GdnOptions& options, const GdnParams& params,
+                           cudaStream_t stream, ChunkedPrefill& chunked,
+                           PrefillKernel kernel = PrefillKernel::kAuto);
+
 class CudaBackend final : public Backend {
  public:
   // Use CreateCudaBackend(); this constructor takes ownership of `stream`.

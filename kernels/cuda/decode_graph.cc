@@ -38,6 +38,11 @@ DecodeGraphCache::DecodeGraphCache(Backend& backend, const GdnOptions& options)
 
 DecodeGraphCache::~DecodeGraphCache() { (void)backend_.Synchronize(); }
 
+void DecodeGraphCache::Clear() {
+  (void)backend_.Synchronize();  // no replay in flight uses a graph we destroy
+  graphs_.clear();
+}
+
 absl::StatusOr<std::unique_ptr<DecodeGraphCache>> DecodeGraphCache::Create(
     Backend& backend, const GdnOptions& options) {
   if (dynamic_cast<CudaBackend*>(&backend) == nullptr) {

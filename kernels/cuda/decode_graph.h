@@ -3,14 +3,15 @@
 // whose launch overhead is a large share of batch-1 time; a graph replay
 // makes that cost (and any staging copies captured with it) one launch.
 //
-// How the server uses it (the integration can come later):
+// How the server uses it (through kernels/cuda/graphed_decode_runner.h):
 //   1. Per bucket B (e.g. 1, 2, 4, 8, 16, ... 1024 sequences) allocate fixed
 //      staging buffers once: q/k/v/o/gating for B * kMaxDecodeTokens tokens,
 //      cu_seqlens [B + 1], initial/final page ids [B] (device), and a pinned
 //      host mirror. Fill a GdnParams pointing at them, num_seqs = B.
 //   2. Per batch: pad the batch to its bucket (pad sequences: 1 token,
-//      initial page kZeroStatePage, final page = a scratch page reserved for
-//      padding), write the host mirror, CopyToDevice into the staging buffers,
+//      initial page kZeroStatePage, final page kDiscardPage, an id outside
+//      the pool, so no page is written for them), write the host mirror,
+//      CopyToDevice into the staging buffers,
 //      then DecodeGraphCache::Run(params). The first Run of a bucket captures
 //      Backend::Decode into a graph; later Runs replay it. The graph reads the
 //      staging buffers' *contents* at replay time (token counts, page ids and
@@ -49,6 +50,10 @@ class DecodeGraphCache {
   absl::Status Run(const GdnParams& params);
 
   int num_graphs() const { return static_cast<int>(graphs_.size()); }
+  bool has_graph(int32_t num_seqs) const { return graphs_.count(num_seqs) != 0; }
+  // Drops every captured graph (after the staging buffers moved); the next
+  // Run of each bucket captures again. Waits for the backend's stream.
+  void Clear();
 
  private:
   struct Graph;

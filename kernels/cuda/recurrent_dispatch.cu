@@ -31,20 +31,23 @@ absl::Status DispatchVariant(const RecurrentParams& params, cudaStream_t stream,
   switch (variant) {
     case RecurrentVariant::kSmall:
       return LaunchRecurrentShape<kK, kV, Shapes::kSmallTile, Shapes::kSmallThreads,
-                                  Shapes::kSmallMinBlocks, false, InT,
+                                  Shapes::kSmallMinBlocks, 0, InT,
                                   StateT>(params, stream);
     case RecurrentVariant::kLarge:
       return LaunchRecurrentShape<kK, kV, Shapes::kLargeTile, Shapes::kLargeThreads,
-                                  Shapes::kLargeMinBlocks, false, InT,
+                                  Shapes::kLargeMinBlocks, 0, InT,
                                   StateT>(params, stream);
     case RecurrentVariant::kWide:
       return LaunchRecurrentShape<kK, kV, Shapes::kWideTile, Shapes::kWideThreads,
-                                  Shapes::kWideMinBlocks, false, InT,
+                                  Shapes::kWideMinBlocks, 0, InT,
                                   StateT>(params, stream);
     case RecurrentVariant::kPersistent:
       return LaunchRecurrentShape<kK, kV, Shapes::kPersistentTile, Shapes::kPersistentThreads,
-                                  Shapes::kPersistentMinBlocks, true, InT, StateT>(params,
-                                                                                   stream);
+                                  Shapes::kPersistentMinBlocks, 2, InT, StateT>(params,
+                                                                                stream);
+    case RecurrentVariant::kPersistentDeep:
+      return LaunchRecurrentShape<kK, kV, Shapes::kDeepTile, Shapes::kDeepThreads,
+                                  Shapes::kDeepMinBlocks, 3, InT, StateT>(params, stream);
     case RecurrentVariant::kAuto:
       break;
   }
@@ -86,6 +89,7 @@ const char* RecurrentVariantName(RecurrentVariant variant) {
     case RecurrentVariant::kLarge: return "large";
     case RecurrentVariant::kWide: return "wide";
     case RecurrentVariant::kPersistent: return "persistent";
+    case RecurrentVariant::kPersistentDeep: return "deep";
   }
   return "unknown";
 }
@@ -130,8 +134,10 @@ RecurrentParams MakeRecurrentParams(const GdnOptions& options, const GdnParams& 
   return p;
 }
 
-absl::Status LaunchRecurrent(const GdnOptions& options, const RecurrentParams& params,
-                             cudaStream_t stream, RecurrentVariant variant) {
+absl::Status LaunchRecurrent(const GdnOptions& options, const RecurrentParams& launch_params,
+                             cudaStream_t stream, RecurrentVariant variant, bool pdl) {
+  RecurrentParams params = launch_params;
+  params.pdl = pdl;
   if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
   if (params.num_seqs < 1) return absl::OkStatus();
   if (!Aligned16(params.q) || !Aligned16(params.k) || !Aligned16(params.v) ||

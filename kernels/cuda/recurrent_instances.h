@@ -18,11 +18,13 @@ namespace gdn::cuda {
 
 // Launches the instance for these compile-time sizes; a combination the
 // kernel cannot tile (V tile wider than V) is InvalidArgument.
-// kPersistent selects the persistent kernel (recurrent_persistent_kernel.cuh)
-// over the one-block-per-item kernel (recurrent_kernel.cuh).
+// kStages selects the kernel: 0 the one-block-per-item kernel
+// (recurrent_kernel.cuh), 2 the persistent kernel with two cp.async buffers
+// (recurrent_persistent_kernel.cuh), 3 the persistent kernel with a
+// three-stage ring (recurrent_deep_kernel.cuh).
 // kMinBlocks is the resident-blocks hint of __launch_bounds__ (a register
 // cap: 65536 / (kThreads * kMinBlocks) per thread).
-template <int kK, int kV, int kVTile, int kThreads, int kMinBlocks, bool kPersistent,
+template <int kK, int kV, int kVTile, int kThreads, int kMinBlocks, int kStages,
           typename InT, typename StateT>
 absl::Status LaunchRecurrentShape(const RecurrentParams& params, cudaStream_t stream);
 
@@ -35,6 +37,7 @@ struct RecurrentVariantShapes<float> {
   static constexpr int kLargeTile = 32, kLargeThreads = 128;
   static constexpr int kWideTile = 64, kWideThreads = 256;
   static constexpr int kPersistentTile = 32, kPersistentThreads = 128;
+  static constexpr int kDeepTile = 32, kDeepThreads = 128, kDeepMinBlocks = 1;
   // 4 resident blocks of the wide shape (64 registers) instead of the 3 that
   // the compiler's 80 registers allow.
   static constexpr int kSmallMinBlocks = 1, kLargeMinBlocks = 1, kWideMinBlocks = 4,
@@ -46,6 +49,7 @@ struct RecurrentVariantShapes<__nv_bfloat16> {
   static constexpr int kLargeTile = 64, kLargeThreads = 128;
   static constexpr int kWideTile = 128, kWideThreads = 256;
   static constexpr int kPersistentTile = 64, kPersistentThreads = 128;
+  static constexpr int kDeepTile = 64, kDeepThreads = 128, kDeepMinBlocks = 1;
   static constexpr int kSmallMinBlocks = 1, kLargeMinBlocks = 1, kWideMinBlocks = 1,
                        kPersistentMinBlocks = 1;
 };
@@ -62,19 +66,23 @@ struct RecurrentVariantShapes<__nv_bfloat16> {
   GDN_RECURRENT_KV(X, InT, StateT,                                               \
                    ::gdn::cuda::RecurrentVariantShapes<StateT>::kSmallTile,      \
                    ::gdn::cuda::RecurrentVariantShapes<StateT>::kSmallThreads,       \
-                   ::gdn::cuda::RecurrentVariantShapes<StateT>::kSmallMinBlocks, false) \
+                   ::gdn::cuda::RecurrentVariantShapes<StateT>::kSmallMinBlocks, 0) \
   GDN_RECURRENT_KV(X, InT, StateT,                                               \
                    ::gdn::cuda::RecurrentVariantShapes<StateT>::kLargeTile,      \
                    ::gdn::cuda::RecurrentVariantShapes<StateT>::kLargeThreads,       \
-                   ::gdn::cuda::RecurrentVariantShapes<StateT>::kLargeMinBlocks, false) \
+                   ::gdn::cuda::RecurrentVariantShapes<StateT>::kLargeMinBlocks, 0) \
   GDN_RECURRENT_KV(X, InT, StateT,                                               \
                    ::gdn::cuda::RecurrentVariantShapes<StateT>::kWideTile,       \
                    ::gdn::cuda::RecurrentVariantShapes<StateT>::kWideThreads,       \
-                   ::gdn::cuda::RecurrentVariantShapes<StateT>::kWideMinBlocks, false)  \
+                   ::gdn::cuda::RecurrentVariantShapes<StateT>::kWideMinBlocks, 0)  \
   GDN_RECURRENT_KV(X, InT, StateT,                                               \
                    ::gdn::cuda::RecurrentVariantShapes<StateT>::kPersistentTile, \
                    ::gdn::cuda::RecurrentVariantShapes<StateT>::kPersistentThreads,       \
-                   ::gdn::cuda::RecurrentVariantShapes<StateT>::kPersistentMinBlocks, true)
+                   ::gdn::cuda::RecurrentVariantShapes<StateT>::kPersistentMinBlocks, 2) \
+  GDN_RECURRENT_KV(X, InT, StateT,                                               \
+                   ::gdn::cuda::RecurrentVariantShapes<StateT>::kDeepTile,       \
+                   ::gdn::cuda::RecurrentVariantShapes<StateT>::kDeepThreads,       \
+                   ::gdn::cuda::RecurrentVariantShapes<StateT>::kDeepMinBlocks, 3)
 #define GDN_RECURRENT_INSTANCES_FOR_INPUT(X, InT) \
   GDN_RECURRENT_STATE(X, InT, float)              \
   GDN_RECURRENT_STATE(X, InT, __nv_bfloat16)

@@ -25,6 +25,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -113,6 +114,52 @@ __device__ __forceinline__ uint4 PackState(const float (&in)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) vec.e[i] = FromFloat<StateT>(in[i]);
   return raw;
+}
+
+// ---- programmatic dependent launch (sm_90) ----------------------------------
+
+// Lets the next kernel on the stream (if it was launched with programmatic
+// stream serialization) start its prologue now; its own GridDependencyWait
+// still waits for this whole grid to finish and flush.
+__device__ __forceinline__ void TriggerDependentLaunch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Waits until the previous kernel on the stream has completed and its memory
+// is visible. A no-op when this kernel was launched without the attribute.
+__device__ __forceinline__ void GridDependencyWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Asks L2 to fetch the line holding `ptr` (a hint with no semantic effect:
+// loads after GridDependencyWait still see the previous kernel's writes,
+// which land in L2). Issued for the state tile before the wait, so the tile
+// comes from L2 instead of DRAM once the wait returns.
+__device__ __forceinline__ void PrefetchL2(const void* ptr) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr));
+}
+
+// Launches `kernel` on `stream`, with programmatic stream serialization when
+// `pdl` (cudaLaunchKernelEx; capturable into a graph either way).
+template <typename... KernelArgs, typename... Args>
+cudaError_t LaunchMaybePdl(void (*kernel)(KernelArgs...), unsigned grid, unsigned block,
+                           size_t dynamic_smem, cudaStream_t stream, bool pdl,
+                           Args&&... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(block);
+  config.dynamicSmemBytes = dynamic_smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
 // ---- compile-time block shape ---------------------------------------------
@@ -266,6 +313,20 @@ __device__ __forceinline__ int64_t ThreadTileOffset(const RecurrentItem& it) {
   return (int64_t)it.head * Shape::kK * Shape::kV + (int64_t)row_group * Shape::kV + my_col;
 }
 
+// PDL prologue: L2 prefetch of this thread's rows of `it`'s initial tile.
+template <typename Shape>
+__device__ __forceinline__ void PrefetchTileL2(const RecurrentParams& p,
+                                               const RecurrentItem& it) {
+  using StateT = typename Shape::StateT;
+  if (it.initial_page < 0 || !it.pages_ok) return;
+  const StateT* src = reinterpret_cast<const StateT*>(
+      p.pool_base + (int64_t)it.initial_page * p.page_bytes) + ThreadTileOffset<Shape>(it);
+#pragma unroll
+  for (int r = 0; r < Shape::kRowsPerThread; ++r) {
+    PrefetchL2(src + (int64_t)r * Shape::kRowGroups * Shape::kV);
+  }
+}
+
 // Runs every token of one item over the state tile in registers `s`, then
 // stores the tile to the final page. Expects the item's first chunk staged
 // (StageTokens) and a __syncthreads since; `buffer` is the reduction
@@ -379,16 +440,29 @@ __device__ __forceinline__ void RunItemTokens(const RecurrentParams& p,
 }
 
 // One block per item: load the tile (registers), stage the tokens, run.
-template <typename Shape>
+// kPdl (launched with programmatic dependent launch) orders the prologue
+// differently; a template parameter rather than a branch on p.pdl so the
+// plain instance keeps its registers (the wide fp32 shape is capped at 64).
+template <typename Shape, bool kPdl>
 __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
     GdnRecurrentKernel(const RecurrentParams p) {
   using StateT = typename Shape::StateT;
   constexpr int kRows = Shape::kRowsPerThread;
   __shared__ RecurrentSmem<Shape> smem;
 
+  TriggerDependentLaunch();
   const RecurrentItem it = LoadItem<Shape>(p, blockIdx.x);
+  if constexpr (kPdl) {
+    // PDL: the inputs are staged while the previous kernel may still run;
+    // the state tile (which it may be writing) is only prefetched into L2
+    // before the wait and loaded after it.
+    PrefetchTileL2<Shape>(p, it);
+    StageTokens<Shape>(p, smem, it.bos, min(it.eos - it.bos, kTokensPerChunk), it.head,
+                       it.qk_head, it.col0);
+    GridDependencyWait();
+  }
   // Issue the state loads first: they are the bulk of the bytes, and the
-  // token staging below overlaps with them.
+  // token staging below (without PDL) overlaps with them.
   uint4 raw[kRows];
   if (it.initial_page >= 0 && it.pages_ok) {
     const StateT* src = reinterpret_cast<const StateT*>(
@@ -401,8 +475,10 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
 #pragma unroll
     for (int r = 0; r < kRows; ++r) raw[r] = make_uint4(0, 0, 0, 0);
   }
-  StageTokens<Shape>(p, smem, it.bos, min(it.eos - it.bos, kTokensPerChunk), it.head,
-                     it.qk_head, it.col0);
+  if constexpr (!kPdl) {
+    StageTokens<Shape>(p, smem, it.bos, min(it.eos - it.bos, kTokensPerChunk), it.head,
+                       it.qk_head, it.col0);
+  }
   float s[kRows][Shape::kCols];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) UnpackState<StateT, Shape::kCols>(raw[r], s[r]);
@@ -418,8 +494,15 @@ absl::Status LaunchRecurrentInstance(const RecurrentParams& params, cudaStream_t
   if (blocks > 0x7fffffff) {
     return absl::InvalidArgumentError(absl::StrCat("grid of ", blocks, " blocks is too large"));
   }
-  GdnRecurrentKernel<Shape><<<static_cast<unsigned>(blocks), Shape::kThreads, 0, stream>>>(params);
-  GDN_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  if (params.pdl) {
+    GDN_CUDA_RETURN_IF_ERROR(LaunchMaybePdl(GdnRecurrentKernel<Shape, true>,
+                                            static_cast<unsigned>(blocks), Shape::kThreads, 0,
+                                            stream, true, params));
+  } else {
+    GDN_CUDA_RETURN_IF_ERROR(LaunchMaybePdl(GdnRecurrentKernel<Shape, false>,
+                                            static_cast<unsigned>(blocks), Shape::kThreads, 0,
+                                            stream, false, params));
+  }
   return absl::OkStatus();
 }
 

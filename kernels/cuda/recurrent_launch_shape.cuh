@@ -8,17 +8,20 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/recurrent_instances.h"
 #include "kernels/cuda/recurrent_kernel.cuh"
+#include "kernels/cuda/recurrent_deep_kernel.cuh"
 #include "kernels/cuda/recurrent_persistent_kernel.cuh"
 
 namespace gdn::cuda {
 
-template <int kK, int kV, int kVTile, int kThreads, int kMinBlocks, bool kPersistent,
+template <int kK, int kV, int kVTile, int kThreads, int kMinBlocks, int kStages,
           typename InT, typename StateT>
 absl::Status LaunchRecurrentShape(const RecurrentParams& params, cudaStream_t stream) {
   if constexpr (kVTile <= kV) {
     using Shape = RecurrentShape<kK, kV, kVTile, kThreads, InT, StateT, kMinBlocks>;
-    if constexpr (kPersistent) {
+    if constexpr (kStages == 2) {
       return LaunchRecurrentPersistentInstance<Shape>(params, stream);
+    } else if constexpr (kStages >= 3) {
+      return LaunchRecurrentDeepInstance<Shape, kStages>(params, stream);
     } else {
       return LaunchRecurrentInstance<Shape>(params, stream);
     }

@@ -48,6 +48,12 @@ struct RecurrentParams {
   float scale = 0.0f;        // applied to q (after the L2 norm)
   bool fused_gating = false;
   bool l2_norm_qk = false;
+  // Programmatic dependent launch (LaunchRecurrent's `pdl`): the kernel was
+  // launched with cudaLaunchAttributeProgrammaticStreamSerialization, so it
+  // may start while the previous kernel on the stream still runs. It reads
+  // its inputs (cu_seqlens, page ids, q/k/v, gates) before
+  // griddepcontrol.wait and touches state pages and o only after it.
+  bool pdl = false;
 };
 
 // Block shapes. One block owns one (sequence, value head, V tile) and all K
@@ -59,6 +65,9 @@ struct RecurrentParams {
 //   state bf16: kSmall V tile 32 / 128 threads, kLarge 64 / 128, kWide 128 / 256
 // kPersistent: the large shape as a persistent grid that streams the next
 // item's tile into shared memory (cp.async) while computing the current one.
+// kPersistentDeep: the persistent grid with a three-stage cp.async ring
+// (tiles of the next two items in flight while one computes; fewer resident
+// blocks for the shared memory, but 2 tiles per block always streaming).
 // kAuto picks per state dtype and grid size (ResolveRecurrentVariant; the
 // thresholds come from bench/decode's sweep on the H200).
 enum class RecurrentVariant : int {
@@ -67,7 +76,9 @@ enum class RecurrentVariant : int {
   kLarge = 2,
   kWide = 3,
   kPersistent = 4,
+  kPersistentDeep = 5,
 };
+inline constexpr int kNumRecurrentVariantCodes = 6;  // codes 0..5
 
 const char* RecurrentVariantName(RecurrentVariant variant);
 
@@ -89,10 +100,22 @@ RecurrentParams MakeRecurrentParams(const GdnOptions& options,
 // 16-byte alignment of q/k/v/o/pool, and the launch. Page ids outside
 // [0, num_pages) (other than kZeroStatePage for initial pages) are not read
 // or written: that sequence's o is set to NaN instead.
+//
+// `pdl` launches with programmatic dependent launch (cudaLaunchKernelEx +
+// cudaLaunchAttributeProgrammaticStreamSerialization; works in stream
+// capture): the kernel's prologue (page ids, token staging) overlaps the
+// tail of the previous kernel on the stream and griddepcontrol.wait orders
+// every state-page read/write and o write after that kernel's completion.
+// Precondition: the inputs (q, k, v, gates, cu_seqlens, page-id arrays) were
+// not written by the immediately preceding *kernel* on the stream (a copy
+// before the launch is fine: a memcpy dependency is never relaxed). Every
+// kernel of the family triggers its dependents early
+// (griddepcontrol.launch_dependents), whether or not it was launched so.
 absl::Status LaunchRecurrent(const GdnOptions& options,
                              const RecurrentParams& params,
                              cudaStream_t stream,
-                             RecurrentVariant variant = RecurrentVariant::kAuto);
+                             RecurrentVariant variant = RecurrentVariant::kAuto,
+                             bool pdl = false);
 
 }  // namespace gdn::cuda
 

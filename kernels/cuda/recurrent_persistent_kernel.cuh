@@ -50,9 +50,12 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
   __shared__ RecurrentSmem<Shape> smem;
   extern __shared__ uint4 tile_buffers[];  // [2][kRows][kThreads]
 
+  TriggerDependentLaunch();
   int item = blockIdx.x;
   if (item >= num_items) return;
   RecurrentItem cur = LoadItem<Shape>(p, item);
+  if (p.pdl) PrefetchTileL2<Shape>(p, cur);  // a hint; the copy waits below
+  GridDependencyWait();  // PDL: state pages only after the previous kernel
   PrefetchTile<Shape>(p, cur, tile_buffers, 0);
   __pipeline_commit();
   int stage = 0;
@@ -114,10 +117,10 @@ absl::Status LaunchRecurrentPersistentInstance(const RecurrentParams& params,
   }
   const int64_t grid =
       std::min<int64_t>(items, (int64_t)resident_blocks[device] * sm_counts[device]);
-  GdnRecurrentPersistentKernel<Shape>
-      <<<static_cast<unsigned>(grid), Shape::kThreads, kDynamicSmem, stream>>>(
-          params, static_cast<int>(items));
-  GDN_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  GDN_CUDA_RETURN_IF_ERROR(LaunchMaybePdl(GdnRecurrentPersistentKernel<Shape>,
+                                          static_cast<unsigned>(grid), Shape::kThreads,
+                                          kDynamicSmem, stream, params.pdl, params,
+                                          static_cast<int>(items)));
   return absl::OkStatus();
 }
 

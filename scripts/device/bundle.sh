@@ -14,7 +14,8 @@ BUILD=${BUILD:-build-cuda}
 if [ $# -gt 0 ]; then
   TARGETS=("$@")
 else
-  TARGETS=(cuda_backend_test recurrent_kernel_test decode_graph_test gdn_capi_test decode_bench gdn_capi)
+  TARGETS=(cuda_backend_test recurrent_kernel_test decode_graph_test gdn_capi_test decode_bench gdn_capi
+           recurrent_pdl_test graphed_decode_runner_test server_decode_graph_test)
 fi
 
 cmake -S . -B "$BUILD" -G Ninja -DGDN_WITH_CUDA=ON -DGDN_CUDA_ARCHITECTURES=90a >/dev/null
@@ -36,5 +37,15 @@ strip --strip-debug .bundle/bin/*  # the debug info is most of the size; carry i
     echo "working tree had uncommitted changes under kernels/ bench/ tests/ scripts/"
   fi
 } > .bundle/COMMIT
+# Over the 64 MiB carry limit (every test binary holds all the kernels):
+# pack bin/ and lib/ into one xz tarball (its 64 MiB window shares the
+# kernels across binaries: ~10x smaller). gpu_suite.sh unpacks it (python3's
+# lzma, no xz binary needed); PACK=1 forces it, PACK=0 never.
+size_mib=$(du -sm .bundle | cut -f1)
+if [ "${PACK:-auto}" = 1 ] || { [ "${PACK:-auto}" = auto ] && [ "$size_mib" -gt 60 ]; }; then
+  tar -C .bundle -cf - bin lib | xz -9 -T2 > .bundle/pack.tar.xz
+  rm -rf .bundle/bin .bundle/lib
+  echo "packed ${size_mib} MiB into .bundle/pack.tar.xz"
+fi
 du -sh .bundle
 cat .bundle/COMMIT

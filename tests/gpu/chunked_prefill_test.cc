@@ -43,7 +43,7 @@ class ChunkedOnlyBackend : public Backend {
   // call on the legacy default stream.
   absl::Status Prefill(const GdnOptions& o, const GdnParams& p) override {
     if (absl::Status s = inner_.Synchronize(); !s.ok()) return s;
-    if (absl::Status s = chunked_.Run(o, p, /*stream=*/nullptr); !s.ok()) return s;
+    if (absl::Status s = chunked_.Run(o, p, /*stream=*/nullptr, v_tile_); !s.ok()) return s;
     const cudaError_t e = cudaStreamSynchronize(nullptr);
     if (e != cudaSuccess) return absl::InternalError(cudaGetErrorString(e));
     return absl::OkStatus();
@@ -64,9 +64,17 @@ class ChunkedOnlyBackend : public Backend {
   absl::Status Synchronize() override { return inner_.Synchronize(); }
   DeviceMemoryInfo MemoryInfo() const override { return inner_.MemoryInfo(); }
 
+  // Kernel 1's variant (ChunkedPrefill::set_solve_variant) and the V tile
+  // (0 auto) of the following calls.
+  void Configure(int kernel1_variant, int v_tile) {
+    chunked_.set_solve_variant(kernel1_variant);
+    v_tile_ = v_tile;
+  }
+
  private:
   Backend& inner_;
   cuda::ChunkedPrefill chunked_;
+  int v_tile_ = 0;
 };
 
 class ChunkedPrefillTest : public CudaBackendTest {
@@ -169,6 +177,43 @@ TEST_F(ChunkedPrefillTest, ExtremeGates) {
     fused.gating = GatingMode::kFused;
     ExpectPrefillMatches(fused, {200, 1}, true, profile);
   }
+}
+
+// The grouped kernel 1 (one block per chunk and q/k head, looping over its
+// G value heads): G = 1, 2, 4, 8, every head-dim pair, lengths around the
+// chunk size and a varlen mix, fp32 and bf16 state.
+TEST_F(ChunkedPrefillTest, GroupSizesOfTheGroupedKernel) {
+  const std::vector<int> mix = {65, 1, 130, 64, 1000, 7, 257, 63, 2};
+  for (auto [hqk, hv] : {std::pair{4, 4}, {2, 4}, {1, 4}, {1, 8}}) {
+    for (auto [k, v] : {std::pair{128, 128}, {64, 64}, {64, 128}, {128, 64}}) {
+      GdnOptions options = Options(hqk, hv, k, v);
+      ExpectPrefillMatches(options, {1}, true);
+      ExpectPrefillMatches(options, {63}, true);
+      ExpectPrefillMatches(options, {65}, false);
+      ExpectPrefillMatches(options, mix, true);
+      options.state_dtype = StateDType::kBF16;
+      ExpectPrefillMatches(options, {1000, 64}, true);
+    }
+  }
+}
+
+// Every kernel-1 variant (0, 1: per value head; 2: grouped) with every V tile
+// of the state pass (16, 32, 64: 4, 4, 8 warps) on the same kind of inputs.
+TEST_F(ChunkedPrefillTest, EveryKernel1VariantAndVTile) {
+  const std::vector<int> mix = {65, 1, 130, 64, 1000, 7, 257, 63, 2};
+  for (int variant : {0, 1, 2}) {
+    for (int v_tile : {16, 32, 64}) {
+      SCOPED_TRACE(absl::StrCat("kernel 1 variant ", variant, " v_tile ", v_tile));
+      chunked_->Configure(variant, v_tile);
+      ExpectPrefillMatches(Options(2, 4, 128, 128), mix, true);
+      ExpectPrefillMatches(Options(1, 2, 64, 64), {1000, 65}, true);
+      GdnOptions fused = Options(2, 4, 128, 64);
+      fused.gating = GatingMode::kFused;
+      fused.state_dtype = StateDType::kBF16;
+      ExpectPrefillMatches(fused, {200, 64}, true, testing::GateProfile::kStrongDecay);
+    }
+  }
+  chunked_->Configure(cuda::ChunkedPrefill::kDefaultSolve, 0);
 }
 
 TEST_F(ChunkedPrefillTest, ServerDefaultShapeLongSequence) {

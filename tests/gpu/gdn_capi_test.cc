@@ -4,7 +4,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -84,6 +86,100 @@ TEST_F(CudaBackendTest, CapiDecodeAndPrefillMatchOracle) {
   }
 }
 
+// gdn_decode_variant with the deep variant and with GDN_DECODE_PDL (the
+// programmatic-dependent-launch bit) gives the oracle's answers too.
+TEST_F(CudaBackendTest, CapiDecodeVariantsWithPdlMatchOracle) {
+  for (int code : {1 | GDN_DECODE_PDL, 4 | GDN_DECODE_PDL, 5, 5 | GDN_DECODE_PDL,
+                   0 | GDN_DECODE_PDL}) {
+    GdnOptions options;
+    options.shape = {2, 4, 128, 128};
+    options.state_dtype = StateDType::kBF16;
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(absl::StrCat("seed ", seed, " code ", code));
+    const std::vector<int> lens = {1, 8, 2, 5};
+    const oracle::Inputs inputs = testing::MakeRandomInputs(options, lens, seed, true);
+    auto call = testing::StagedCall::Create(*backend_, options, inputs);
+    ASSERT_TRUE(call.ok()) << call.status();
+    const gdn_capi_config config = ToConfig(options);
+    const gdn_capi_args args = ToArgs((*call)->params());
+    ASSERT_TRUE(backend_->Synchronize().ok());
+    ASSERT_EQ(gdn_decode_variant(&config, &args, nullptr, code), GDN_CAPI_OK) << gdn_last_error();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    auto got = (*call)->Fetch();
+    ASSERT_TRUE(got.ok()) << got.status();
+    const oracle::Outputs want = oracle::Run(options, inputs);
+    const auto o_err = testing::Compare(got->o.data(), want.o.data(), want.o.size());
+    EXPECT_LE(o_err.max_abs_rel, OutputTolerance(options)) << testing::ToString(o_err);
+    for (size_t i = 0; i < lens.size(); ++i) {
+      const auto s_err = testing::Compare(got->final_states[i].data(),
+                                          want.final_states[i].data(),
+                                          want.final_states[i].size());
+      EXPECT_LE(s_err.max_abs_rel, StateTolerance(options)) << testing::ToString(s_err);
+    }
+  }
+}
+
+// gdn_prefill routes as the cuda backend does (bf16, >= 256 tokens per
+// sequence on average: the chunked kernel); gdn_prefill_variant and
+// gdn_chunked_prefill_tuned force a kernel / the chunked kernel's knobs.
+// Chunked answers carry bf16 tensor-core roundings (tests/gpu/chunked_prefill_test.cc).
+TEST_F(CudaBackendTest, CapiPrefillRoutesAndForcesKernels) {
+  GdnOptions options;
+  options.shape = {2, 4, 128, 128};
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(absl::StrCat("seed ", seed));
+  const std::vector<int> lens = {300, 257, 65};
+  const oracle::Inputs inputs = testing::MakeRandomInputs(options, lens, seed, true);
+  const oracle::Outputs want = oracle::Run(options, inputs);
+  const gdn_capi_config config = ToConfig(options);
+  struct Case {
+    const char* name;
+    bool chunked;
+    std::function<int(const gdn_capi_args*)> call;
+  };
+  const std::vector<Case> cases = {
+      {"gdn_prefill (routed)", true, [&](const gdn_capi_args* a) { return gdn_prefill(&config, a, nullptr); }},
+      {"variant 2 (chunked)", true,
+       [&](const gdn_capi_args* a) { return gdn_prefill_variant(&config, a, nullptr, 2); }},
+      {"variant 1 (recurrent)", false,
+       [&](const gdn_capi_args* a) { return gdn_prefill_variant(&config, a, nullptr, 1); }},
+      {"tuned v_tile 64, grouped kernel 1", true,
+       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 64, 3, 2); }},
+      {"tuned v_tile 16, kernel 1 variant 1", true,
+       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 16, 3, 1); }},
+      {"tuned v_tile 32, kernel 1 variant 0", true,
+       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 32, 3, 0); }},
+      {"stages 1 then 2", true,
+       [&](const gdn_capi_args* a) {
+         const int rc = gdn_chunked_prefill_tuned(&config, a, nullptr, 0, 1, -1);
+         return rc != GDN_CAPI_OK ? rc : gdn_chunked_prefill_tuned(&config, a, nullptr, 0, 2, -1);
+       }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto call = testing::StagedCall::Create(*backend_, options, inputs);
+    ASSERT_TRUE(call.ok()) << call.status();
+    const gdn_capi_args args = ToArgs((*call)->params());
+    ASSERT_TRUE(backend_->Synchronize().ok());
+    ASSERT_EQ(c.call(&args), GDN_CAPI_OK) << gdn_last_error();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    auto got = (*call)->Fetch();
+    ASSERT_TRUE(got.ok()) << got.status();
+    const double o_tol = c.chunked ? 1e-2 : OutputTolerance(options);
+    const double s_tol = c.chunked ? 1e-2 : StateTolerance(options);
+    const auto o_err = testing::Compare(got->o.data(), want.o.data(), want.o.size());
+    EXPECT_EQ(o_err.nonfinite, 0);
+    EXPECT_LE(o_err.max_abs_rel, o_tol) << testing::ToString(o_err);
+    for (size_t i = 0; i < lens.size(); ++i) {
+      const auto s_err = testing::Compare(got->final_states[i].data(),
+                                          want.final_states[i].data(),
+                                          want.final_states[i].size());
+      EXPECT_LE(s_err.max_abs_rel, s_tol) << "state " << i << ": " << testing::ToString(s_err);
+    }
+  }
+  EXPECT_GT(gdn_prefill_workspace_bytes(nullptr), 0);
+}
+
 TEST_F(CudaBackendTest, CapiReportsBadArguments) {
   GdnOptions options;
   options.shape = {2, 4, 64, 64};
@@ -102,6 +198,13 @@ TEST_F(CudaBackendTest, CapiReportsBadArguments) {
   EXPECT_EQ(gdn_page_bytes(&config), 0);
   config.head_dim_v = 64;
   EXPECT_EQ(gdn_decode_variant(&config, &args, nullptr, 7), 3);
+  EXPECT_EQ(gdn_prefill_variant(&config, &args, nullptr, 3), 3);
+  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 48, 3, -1), 3);
+  EXPECT_NE(std::string(gdn_last_error()).find("v_tile"), std::string::npos) << gdn_last_error();
+  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 0, -1), 3);
+  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, 5), 3);
+  config.head_dim_k = 96;  // the recurrent kernels refuse it too (ValidateOptions)
+  EXPECT_EQ(gdn_prefill_variant(&config, &args, nullptr, 2), 3);
 }
 
 }  // namespace

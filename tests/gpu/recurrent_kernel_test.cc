@@ -90,17 +90,20 @@ TEST_F(CudaBackendTest, DecodeMixedTokensLargeBatch) {
   }
 }
 
-// Each block-shape variant forced, on one shape per state dtype, including
-// zero-state sequences and copy-on-write pages.
+// Each block-shape variant forced (with and without programmatic dependent
+// launch), on one shape per state dtype, including zero-state sequences and
+// copy-on-write pages.
 TEST_F(CudaBackendTest, EveryVariantMatchesOracle) {
   auto* cuda = dynamic_cast<cuda::CudaBackend*>(backend_.get());
   ASSERT_NE(cuda, nullptr);
   for (StateDType st : {StateDType::kF32, StateDType::kBF16}) {
     for (auto variant : {cuda::RecurrentVariant::kSmall, cuda::RecurrentVariant::kLarge,
-                         cuda::RecurrentVariant::kWide, cuda::RecurrentVariant::kPersistent}) {
+                         cuda::RecurrentVariant::kWide, cuda::RecurrentVariant::kPersistent,
+                         cuda::RecurrentVariant::kPersistentDeep}) {
+     for (bool pdl : {false, true}) {
       const uint64_t seed = FreshSeed();
       SCOPED_TRACE(absl::StrCat("seed ", seed, " variant ", cuda::RecurrentVariantName(variant),
-                                " state ", StateDTypeName(st)));
+                                " state ", StateDTypeName(st), pdl ? " pdl" : ""));
       std::mt19937_64 rng(seed);
       const GdnOptions options = MakeOptions(4, 8, 128, 128, DType::kBF16, st,
                                              GatingMode::kDirect, true);
@@ -111,7 +114,7 @@ TEST_F(CudaBackendTest, EveryVariantMatchesOracle) {
       ASSERT_TRUE(call.ok()) << call.status();
       ASSERT_TRUE(cuda::LaunchRecurrent(options,
                                         cuda::MakeRecurrentParams(options, (*call)->params()),
-                                        cuda->stream(), variant)
+                                        cuda->stream(), variant, pdl)
                       .ok());
       ASSERT_TRUE(backend_->Synchronize().ok());
       auto got = (*call)->Fetch();
@@ -126,6 +129,7 @@ TEST_F(CudaBackendTest, EveryVariantMatchesOracle) {
         EXPECT_LE(s_err.max_abs_rel, StateTolerance(options))
             << "state " << i << " " << testing::ToString(s_err);
       }
+     }
     }
   }
 }

@@ -11,11 +11,12 @@
 
 namespace gdn::cuda::chunked {
 
-// Grid (num_chunks, Hv). Returns the launch error (cudaGetLastError).
+// Grid (num_chunks, Hv), or (num_chunks, Hqk) for args.solve_variant 2.
+// Returns the launch error (cudaGetLastError).
 cudaError_t LaunchChunkPrep(const GdnOptions& options, const ChunkArgs& args,
                             cudaStream_t stream);
 
-// Grid N * Hv * (V / v_tile); v_tile is 16 or 32.
+// Grid N * Hv * (V / v_tile); v_tile is 16, 32 or 64.
 cudaError_t LaunchStatePass(const GdnOptions& options, const ChunkArgs& args,
                             int v_tile, cudaStream_t stream);
 

@@ -1,6 +1,9 @@
 // Kernel 2 of the chunked prefill: the sequential pass over a sequence's
-// chunks, one block (4 warps) per (sequence, value head, V tile of kVT
-// columns). The [K, kVT] state tile lives in registers (fp32) as mma
+// chunks, one block per (sequence, value head, V tile of VT columns): 4 warps
+// for VT 16 and 32, 4 * VT / 32 warps for VT 64 (every group of 4 warps owns
+// 32 columns of the tile; all of them share the staged W, Qg, Kd, P tiles,
+// which is what a wider tile saves: each tile is read from L2 once per
+// (chunk, head, V tile)). The [K, kVT] state tile lives in registers (fp32) as mma
 // accumulators; per chunk, with the tiles kernel 1 left in the workspace:
 //   U' = U - W S              [64, VT]   (rounded to bf16, kept transposed)
 //   O  = Qg S + P U'          [64, VT]   -> o
@@ -10,8 +13,9 @@
 // The next chunk's tiles stream into the other shared-memory stage with
 // cp.async while this chunk computes.
 //
-// Warp w owns rows [16 w, 16 w + 16) of U' and O, and state rows
-// [w K / 4, (w + 1) K / 4).
+// Warp w = 4 cw + rw owns rows [16 rw, 16 rw + 16) of U' and O, state rows
+// [rw K / 4, (rw + 1) K / 4), and columns [cw WC, (cw + 1) WC) of the tile,
+// WC = min(VT, 32).
 #ifndef GDN_KERNELS_CUDA_CHUNKED_STATE_PASS_CUH_
 #define GDN_KERNELS_CUDA_CHUNKED_STATE_PASS_CUH_
 
@@ -25,7 +29,9 @@
 
 namespace gdn::cuda::chunked {
 
-inline constexpr int kStateThreads = 128;
+// Threads per block of StatePassKernel<..., VT, ...>.
+template <int VT>
+inline constexpr int kStateThreadsFor = 128 * (VT > 32 ? VT / 32 : 1);
 
 // Shared memory of StatePassKernel<K, VT>, in bytes: two stages of
 //   w [64][K+8], qg [64][K+8], kdt [K][72], p [64][72], u [64][VT+8] (bf16)
@@ -42,13 +48,16 @@ struct StateSmem {
 };
 
 template <int K, int V, int VT, typename In, typename StateT>
-__global__ void __launch_bounds__(kStateThreads, 1)
+__global__ void __launch_bounds__(kStateThreadsFor<VT>, 1)
     StatePassKernel(const ChunkArgs args) {
   using Smem = StateSmem<K, VT>;
+  constexpr int kStateThreads = kStateThreadsFor<VT>;
   constexpr int kSK = Smem::kStrideK, kSC = Smem::kStrideC, kSU = Smem::kStrideU;
   constexpr int kTiles = V / VT;
+  constexpr int WC = VT > 32 ? 32 : VT;  // columns per warp
+  static_assert(VT % WC == 0 && kStateThreads == 128 * (VT / WC), "warp layout");
   constexpr int MT = K / 64;  // 16-row tiles of S per warp
-  constexpr int NT = VT / 8;  // 8-column tiles of the V tile
+  constexpr int NT = WC / 8;  // 8-column tiles of a warp's columns
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* stage_base = reinterpret_cast<bf16*>(smem);
   bf16* sT_s = stage_base + 2 * Smem::kStageElems;
@@ -63,6 +72,8 @@ __global__ void __launch_bounds__(kStateThreads, 1)
   const int seq_begin = args.cu_seqlens[n], seq_end = args.cu_seqlens[n + 1];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int group = lane >> 2, tig = lane & 3;
+  const int rw = warp & 3;          // row group
+  const int e0 = (warp >> 2) * WC;  // first column of this warp in the tile
 
   const bf16* w_g = reinterpret_cast<const bf16*>(args.w);
   const bf16* qg_g = reinterpret_cast<const bf16*>(args.qg);
@@ -105,8 +116,8 @@ __global__ void __launch_bounds__(kStateThreads, 1)
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-          const int d = warp * (K / 4) + mt * 16 + group + 8 * (r >> 1);
-          const int e = nt * 8 + 2 * tig + (r & 1);
+          const int d = rw * (K / 4) + mt * 16 + group + 8 * (r >> 1);
+          const int e = e0 + nt * 8 + 2 * tig + (r & 1);
           float x = 0.f;
           if (!pages_ok) {
             x = __int_as_float(0x7fc00000);  // NaN
@@ -136,7 +147,7 @@ __global__ void __launch_bounds__(kStateThreads, 1)
     const bf16* p_s = kdt_s + K * kSC;
     const bf16* u_s = p_s + 64 * kSC;
 
-    // U' = U - W S and O = Qg S, rows 16 warp ..
+    // U' = U - W S and O = Qg S, rows 16 rw .., columns e0 ..
     float acc_u[NT][4], acc_o[NT][4];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
@@ -145,12 +156,12 @@ __global__ void __launch_bounds__(kStateThreads, 1)
 #pragma unroll
     for (int ks = 0; ks < K / 16; ++ks) {
       uint32_t aw[4], aq[4];
-      LoadA(aw, w_s + warp * 16 * kSK + ks * 16, kSK, lane);
-      LoadA(aq, qg_s + warp * 16 * kSK + ks * 16, kSK, lane);
+      LoadA(aw, w_s + rw * 16 * kSK + ks * 16, kSK, lane);
+      LoadA(aq, qg_s + rw * 16 * kSK + ks * 16, kSK, lane);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         uint32_t bf[2];
-        LoadB(bf, sT_s + nt * 8 * kSK + ks * 16, kSK, lane);
+        LoadB(bf, sT_s + (e0 + nt * 8) * kSK + ks * 16, kSK, lane);
         Mma16816(acc_u[nt], aw, bf);
         Mma16816(acc_o[nt], aq, bf);
       }
@@ -159,8 +170,8 @@ __global__ void __launch_bounds__(kStateThreads, 1)
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        const int i = warp * 16 + group + 8 * (r >> 1);
-        const int e = nt * 8 + 2 * tig + (r & 1);
+        const int i = rw * 16 + group + 8 * (r >> 1);
+        const int e = e0 + nt * 8 + 2 * tig + (r & 1);
         const float un = __bfloat162float(u_s[i * kSU + e]) - acc_u[nt][r];
         uT_s[e * kSC + i] = __float2bfloat16_rn(un);
       }
@@ -170,11 +181,11 @@ __global__ void __launch_bounds__(kStateThreads, 1)
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       uint32_t ap[4];
-      LoadA(ap, p_s + warp * 16 * kSC + ks * 16, kSC, lane);
+      LoadA(ap, p_s + rw * 16 * kSC + ks * 16, kSC, lane);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         uint32_t bf[2];
-        LoadB(bf, uT_s + nt * 8 * kSC + ks * 16, kSC, lane);
+        LoadB(bf, uT_s + (e0 + nt * 8) * kSC + ks * 16, kSC, lane);
         Mma16816(acc_o[nt], ap, bf);
       }
     }
@@ -184,9 +195,9 @@ __global__ void __launch_bounds__(kStateThreads, 1)
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int i = warp * 16 + group + 8 * half;
+        const int i = rw * 16 + group + 8 * half;
         if (i < L) {
-          StorePair(o + (chunk_t0 + i) * o_token + h * V + v0 + nt * 8 + 2 * tig,
+          StorePair(o + (chunk_t0 + i) * o_token + h * V + v0 + e0 + nt * 8 + 2 * tig,
                     acc_o[nt][2 * half], acc_o[nt][2 * half + 1]);
         }
       }
@@ -201,11 +212,11 @@ __global__ void __launch_bounds__(kStateThreads, 1)
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         uint32_t ak[4];
-        LoadA(ak, kdt_s + (warp * (K / 4) + mt * 16) * kSC + ks * 16, kSC, lane);
+        LoadA(ak, kdt_s + (rw * (K / 4) + mt * 16) * kSC + ks * 16, kSC, lane);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           uint32_t bf[2];
-          LoadB(bf, uT_s + nt * 8 * kSC + ks * 16, kSC, lane);
+          LoadB(bf, uT_s + (e0 + nt * 8) * kSC + ks * 16, kSC, lane);
           Mma16816(S[mt][nt], ak, bf);
         }
       }
@@ -217,8 +228,8 @@ __global__ void __launch_bounds__(kStateThreads, 1)
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-          const int d = warp * (K / 4) + mt * 16 + group + 8 * (r >> 1);
-          const int e = nt * 8 + 2 * tig + (r & 1);
+          const int d = rw * (K / 4) + mt * 16 + group + 8 * (r >> 1);
+          const int e = e0 + nt * 8 + 2 * tig + (r & 1);
           sT_s[e * kSK + d] = __float2bfloat16_rn(S[mt][nt][r]);
         }
   }
@@ -233,8 +244,8 @@ __global__ void __launch_bounds__(kStateThreads, 1)
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          const int d = warp * (K / 4) + mt * 16 + group + 8 * half;
-          const int e = nt * 8 + 2 * tig;
+          const int d = rw * (K / 4) + mt * 16 + group + 8 * half;
+          const int e = e0 + nt * 8 + 2 * tig;
           StorePair(fin + d * V + e, S[mt][nt][2 * half], S[mt][nt][2 * half + 1]);
         }
   }
