@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/forward_split.h"
 #include "client/grpc_status.h"
+#include "client/routing_key.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -27,6 +28,23 @@ absl::Status CheckCount(const char* field, const std::vector<float>& values,
         wire::ShapeString(shape), " (", want, " elements)"));
   }
   return absl::OkStatus();
+}
+
+// The routing key of a Forward request's sessions; InvalidArgument when they
+// differ.
+absl::StatusOr<std::string> RequestRoutingKey(const v1::ForwardRequest& request) {
+  std::vector<std::string> ids;
+  ids.reserve(request.sequences_size());
+  for (const v1::SequenceSpec& s : request.sequences()) ids.push_back(s.session_id());
+  return CommonRoutingKey(ids);
+}
+
+// The key a Forward is routed by: the first session's. With `check`,
+// InvalidArgument when the sessions' keys differ.
+absl::StatusOr<std::string> ForwardRouteKey(const v1::ForwardRequest& request, bool check) {
+  if (check) return RequestRoutingKey(request);
+  return request.sequences().empty() ? std::string()
+                                     : RoutingKey(request.sequences(0).session_id());
 }
 
 }  // namespace
@@ -54,20 +72,28 @@ GdnClient::GdnClient(std::shared_ptr<grpc::Channel> channel, GdnClientOptions op
       channel_(std::move(channel)),
       stub_(v1::GdnService::NewStub(channel_)) {}
 
-std::unique_ptr<grpc::ClientContext> GdnClient::NewContext() const {
+std::unique_ptr<grpc::ClientContext> GdnClient::NewContext(const std::string& route_key) const {
   auto context = std::make_unique<grpc::ClientContext>();
   if (options_.deadline != absl::InfiniteDuration()) {
     context->set_deadline(std::chrono::system_clock::now() +
                           absl::ToChronoNanoseconds(options_.deadline));
   }
+  if (!route_key.empty()) context->AddMetadata(kRouteHeader, RouteHeaderValue(route_key));
   return context;
 }
 
+absl::Status GdnClient::Retry(absl::string_view method,
+                              const std::function<absl::Status(int)>& call) {
+  return CallWithRetry(options_.retry, options_.on_retry, method, call);
+}
+
 absl::StatusOr<v1::ServerInfoResponse> GdnClient::GetServerInfo() {
-  auto context = NewContext();
   v1::ServerInfoResponse response;
-  absl::Status status = FromGrpcStatus(
-      stub_->GetServerInfo(context.get(), v1::ServerInfoRequest(), &response));
+  absl::Status status = Retry("GetServerInfo", [&](int) {
+    auto context = NewContext();
+    return FromGrpcStatus(
+        stub_->GetServerInfo(context.get(), v1::ServerInfoRequest(), &response));
+  });
   if (!status.ok()) return status;
   absl::MutexLock lock(&info_mu_);
   info_ = response;
@@ -93,80 +119,114 @@ int64_t GdnClient::EffectiveMessageLimit() {
 }
 
 absl::StatusOr<std::string> GdnClient::CreateSession(const std::string& id) {
-  auto context = NewContext();
   v1::CreateSessionRequest request;
   request.set_session_id(id);
   v1::CreateSessionResponse response;
-  absl::Status status =
-      FromGrpcStatus(stub_->CreateSession(context.get(), request, &response));
+  absl::Status status = Retry("CreateSession", [&](int attempt) {
+    auto context = NewContext(RoutingKey(id));
+    absl::Status s = FromGrpcStatus(stub_->CreateSession(context.get(), request, &response));
+    // An earlier try may have created it before its answer was lost.
+    if (attempt > 1 && !id.empty() && absl::IsAlreadyExists(s)) {
+      response.set_session_id(id);
+      return absl::OkStatus();
+    }
+    return s;
+  });
   if (!status.ok()) return status;
   return response.session_id();
 }
 
 absl::Status GdnClient::CloseSession(const std::string& id) {
-  auto context = NewContext();
   v1::CloseSessionRequest request;
   request.set_session_id(id);
   v1::CloseSessionResponse response;
-  return FromGrpcStatus(stub_->CloseSession(context.get(), request, &response));
+  return Retry("CloseSession", [&](int attempt) {
+    auto context = NewContext(RoutingKey(id));
+    absl::Status s = FromGrpcStatus(stub_->CloseSession(context.get(), request, &response));
+    // An earlier try may have closed it before its answer was lost.
+    if (attempt > 1 && absl::IsNotFound(s)) return absl::OkStatus();
+    return s;
+  });
 }
 
 absl::StatusOr<std::string> GdnClient::ForkSession(const std::string& parent_id,
                                                    const std::string& child_id) {
-  auto context = NewContext();
+  const std::string key = RoutingKey(parent_id);
+  if (options_.session_affinity && !child_id.empty() && RoutingKey(child_id) != key) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "child_id '", child_id, "' has routing key '", RoutingKey(child_id),
+        "', parent '", parent_id, "' has '", key,
+        "': a fork's child must share its parent's key (same prefix before '/')"));
+  }
   v1::ForkSessionRequest request;
   request.set_parent_id(parent_id);
   request.set_child_id(child_id);
   v1::ForkSessionResponse response;
-  absl::Status status =
-      FromGrpcStatus(stub_->ForkSession(context.get(), request, &response));
+  absl::Status status = Retry("ForkSession", [&](int attempt) {
+    auto context = NewContext(key);
+    absl::Status s = FromGrpcStatus(stub_->ForkSession(context.get(), request, &response));
+    if (attempt > 1 && !child_id.empty() && absl::IsAlreadyExists(s)) {
+      response.set_session_id(child_id);
+      return absl::OkStatus();
+    }
+    return s;
+  });
   if (!status.ok()) return status;
   return response.session_id();
 }
 
 absl::StatusOr<v1::DescribeSessionResponse> GdnClient::DescribeSession(
     const std::string& id) {
-  auto context = NewContext();
   v1::DescribeSessionRequest request;
   request.set_session_id(id);
   v1::DescribeSessionResponse response;
-  absl::Status status =
-      FromGrpcStatus(stub_->DescribeSession(context.get(), request, &response));
+  absl::Status status = Retry("DescribeSession", [&](int) {
+    auto context = NewContext(RoutingKey(id));
+    return FromGrpcStatus(stub_->DescribeSession(context.get(), request, &response));
+  });
   if (!status.ok()) return status;
   return response;
 }
 
 absl::StatusOr<std::vector<std::string>> GdnClient::ListSessions() {
-  auto context = NewContext();
   v1::ListSessionsResponse response;
-  absl::Status status = FromGrpcStatus(
-      stub_->ListSessions(context.get(), v1::ListSessionsRequest(), &response));
+  absl::Status status = Retry("ListSessions", [&](int) {
+    auto context = NewContext();
+    return FromGrpcStatus(
+        stub_->ListSessions(context.get(), v1::ListSessionsRequest(), &response));
+  });
   if (!status.ok()) return status;
   return std::vector<std::string>(response.session_ids().begin(),
                                   response.session_ids().end());
 }
 
 absl::StatusOr<v1::ForwardResponse> GdnClient::ForwardOnce(
-    const v1::ForwardRequest& request) {
-  auto context = NewContext();
+    const v1::ForwardRequest& request, const std::string& route_key) {
   v1::ForwardResponse response;
-  absl::Status status =
-      FromGrpcStatus(stub_->Forward(context.get(), request, &response));
+  // The server answers UNAVAILABLE only for a call it did not apply, so a
+  // retry cannot apply twice (and a position check refuses it if it would).
+  absl::Status status = Retry("Forward", [&](int) {
+    auto context = NewContext(route_key);
+    response.Clear();
+    return FromGrpcStatus(stub_->Forward(context.get(), request, &response));
+  });
   if (!status.ok()) return status;
   return response;
 }
 
 absl::StatusOr<v1::ForwardResponse> GdnClient::Forward(
     const v1::ForwardRequest& request) {
+  absl::StatusOr<std::string> key = ForwardRouteKey(request, options_.session_affinity);
+  if (!key.ok()) return key.status();
   absl::StatusOr<std::vector<ForwardPart>> parts =
       SplitForwardRequest(request, EffectiveMessageLimit());
   if (!parts.ok()) return parts.status();
-  if (parts->size() == 1) return ForwardOnce(request);
+  if (parts->size() == 1) return ForwardOnce(request, *key);
   // In order: each part starts where the previous one left its sessions.
   std::vector<v1::ForwardResponse> responses;
   responses.reserve(parts->size());
   for (size_t p = 0; p < parts->size(); ++p) {
-    absl::StatusOr<v1::ForwardResponse> r = ForwardOnce((*parts)[p].request);
+    absl::StatusOr<v1::ForwardResponse> r = ForwardOnce((*parts)[p].request, *key);
     if (!r.ok()) {
       return absl::Status(r.status().code(),
                           absl::StrCat("part ", p + 1, " of ", parts->size(),
@@ -253,15 +313,18 @@ absl::StatusOr<ForwardOutputs> GdnClient::Forward(
 }
 
 absl::StatusOr<SessionSnapshot> GdnClient::ExportSession(const std::string& id) {
-  auto context = NewContext();
   v1::ExportSessionRequest request;
   request.set_session_id(id);
-  std::unique_ptr<grpc::ClientReader<v1::SessionChunk>> reader =
-      stub_->ExportSession(context.get(), request);
   std::vector<v1::SessionChunk> chunks;
-  v1::SessionChunk chunk;
-  while (reader->Read(&chunk)) chunks.push_back(std::move(chunk));
-  absl::Status status = FromGrpcStatus(reader->Finish());
+  absl::Status status = Retry("ExportSession", [&](int) {
+    auto context = NewContext(RoutingKey(id));
+    std::unique_ptr<grpc::ClientReader<v1::SessionChunk>> reader =
+        stub_->ExportSession(context.get(), request);
+    chunks.clear();
+    v1::SessionChunk chunk;
+    while (reader->Read(&chunk)) chunks.push_back(std::move(chunk));
+    return FromGrpcStatus(reader->Finish());
+  });
   if (!status.ok()) return status;
   if (chunks.empty()) return absl::InternalError("export sent no chunks");
   return SnapshotFromChunks(chunks);
@@ -272,30 +335,45 @@ absl::StatusOr<v1::ImportSessionResponse> GdnClient::ImportSession(
   const int64_t chunk_bytes = std::max<int64_t>(
       1, std::min(options_.import_chunk_bytes,
                   EffectiveMessageLimit() - kForwardMessageSlackBytes));
-  auto context = NewContext();
+  const std::string id = as_id.empty() ? snapshot.session_id : as_id;
+  const std::vector<v1::SessionChunk> chunks = SnapshotToChunks(snapshot, chunk_bytes, as_id);
   v1::ImportSessionResponse response;
-  std::unique_ptr<grpc::ClientWriter<v1::SessionChunk>> writer =
-      stub_->ImportSession(context.get(), &response);
-  for (const v1::SessionChunk& c : SnapshotToChunks(snapshot, chunk_bytes, as_id)) {
-    if (!writer->Write(c)) break;  // the server ended the call; Finish says why
-  }
-  writer->WritesDone();
-  absl::Status status = FromGrpcStatus(writer->Finish());
+  absl::Status status = Retry("ImportSession", [&](int attempt) {
+    auto context = NewContext(RoutingKey(id));
+    std::unique_ptr<grpc::ClientWriter<v1::SessionChunk>> writer =
+        stub_->ImportSession(context.get(), &response);
+    for (const v1::SessionChunk& c : chunks) {
+      if (!writer->Write(c)) break;  // the server ended the call; Finish says why
+    }
+    writer->WritesDone();
+    absl::Status s = FromGrpcStatus(writer->Finish());
+    // An earlier try may have imported it before its answer was lost.
+    if (attempt > 1 && absl::IsAlreadyExists(s)) {
+      response.set_session_id(id);
+      return absl::OkStatus();
+    }
+    return s;
+  });
   if (!status.ok()) return status;
   return response;
 }
 
-std::unique_ptr<ForwardStream> GdnClient::OpenForwardStream() {
+std::unique_ptr<ForwardStream> GdnClient::OpenForwardStream(const std::string& route_key) {
   // No deadline: a stream lives as long as its user keeps it.
-  return std::make_unique<ForwardStream>(stub_.get(),
-                                         std::make_unique<grpc::ClientContext>());
+  auto context = std::make_unique<grpc::ClientContext>();
+  if (!route_key.empty()) context->AddMetadata(kRouteHeader, RouteHeaderValue(route_key));
+  return std::make_unique<ForwardStream>(stub_.get(), std::move(context),
+                                         options_.session_affinity ? route_key : "");
 }
 
 // --- ForwardStream ---------------------------------------------------------
 
 ForwardStream::ForwardStream(v1::GdnService::Stub* stub,
-                             std::unique_ptr<grpc::ClientContext> context)
-    : context_(std::move(context)), stream_(stub->ForwardStream(context_.get())) {}
+                             std::unique_ptr<grpc::ClientContext> context,
+                             std::string check_key)
+    : context_(std::move(context)),
+      route_key_(std::move(check_key)),
+      stream_(stub->ForwardStream(context_.get())) {}
 
 ForwardStream::~ForwardStream() {
   if (!finished_) {
@@ -308,6 +386,15 @@ ForwardStream::~ForwardStream() {
 }
 
 absl::StatusOr<uint64_t> ForwardStream::Send(v1::ForwardRequest request) {
+  if (!route_key_.empty()) {
+    absl::StatusOr<std::string> key = RequestRoutingKey(request);
+    if (!key.ok()) return key.status();
+    if (*key != route_key_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "request for routing key '", *key, "' on a stream opened for '", route_key_,
+          "': a stream reaches one server"));
+    }
+  }
   {
     absl::MutexLock lock(&mu_);
     if (request.request_id() == 0) {

@@ -12,6 +12,16 @@
 // client's and the server's limit) into several calls sent in order
 // (client/forward_split.h), so a long prefill needs no care from the caller.
 //
+// Behind a proxy (deploy/README.md, "Scale it"): every call that names a
+// session carries its routing key in the `x-gdn-route` header
+// (client/routing_key.h), and every call is retried on UNAVAILABLE with
+// bounded backoff (client/retry.h, options().retry), which rides out a
+// server's drain. With options().session_affinity a call over sessions of
+// different routing keys (a multi-session Forward, a fork into another key)
+// is refused here with InvalidArgument. Ids must be chosen by the client
+// there (NewSessionId): an empty id lets the server pick one, which a proxy
+// cannot route.
+//
 // Threading: a GdnClient is safe to use from many threads at once (gRPC stubs
 // are; the cached server info is behind a mutex). A ForwardStream is not: one
 // thread may Send while one other thread Receives.
@@ -20,6 +30,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "client/retry.h"
 #include "client/session_snapshot.h"
 #include "gdn/v1/gdn.grpc.pb.h"
 #include "gdn/v1/gdn.pb.h"
@@ -46,6 +58,18 @@ struct GdnClientOptions {
   absl::Duration deadline = absl::Seconds(120);
   // Bytes of state per ImportSession chunk.
   int64_t import_chunk_bytes = 1 << 20;
+  // UNAVAILABLE is retried under this policy (max_attempts = 1: never); each
+  // try gets `deadline` anew.
+  RetryPolicy retry;
+  // Told of each retried try (gdn-bench counts them); may be empty. Called
+  // from the calling thread.
+  RetryObserver on_retry;
+  // True when the target is a proxy routing on `x-gdn-route` (or may be):
+  // calls over sessions of different routing keys are refused with
+  // InvalidArgument before anything is sent, since they may live on
+  // different servers. False (one server, reached directly): the header is
+  // sent all the same, and nothing is refused.
+  bool session_affinity = false;
 };
 
 // A channel to `target` ("host:port") sized for the options' message limit.
@@ -99,13 +123,20 @@ class GdnClient {
   // never changes while it runs).
   absl::StatusOr<v1::ServerInfoResponse> CachedServerInfo();
 
-  // Empty id: the server picks one. Returns the session's id.
+  // Empty id: the server picks one (not through a proxy: NewSessionId).
+  // Returns the session's id. A retried create that finds its id taken
+  // (ALREADY_EXISTS after an earlier try of this call) counts as done.
   absl::StatusOr<std::string> CreateSession(const std::string& id = "");
   absl::Status CloseSession(const std::string& id);
+  // With session_affinity a non-empty child id must have the parent's
+  // routing key (InvalidArgument otherwise); empty: the server picks one
+  // (not through a proxy).
   absl::StatusOr<std::string> ForkSession(const std::string& parent_id,
                                           const std::string& child_id = "");
   absl::StatusOr<v1::DescribeSessionResponse> DescribeSession(
       const std::string& id);
+  // The sessions of the server this call reaches (through a proxy: one
+  // server of several; ask each server directly for all of them).
   absl::StatusOr<std::vector<std::string>> ListSessions();
 
   // Raw Forward, split into several calls when larger than the message size.
@@ -125,15 +156,22 @@ class GdnClient {
   absl::StatusOr<v1::ImportSessionResponse> ImportSession(
       const SessionSnapshot& snapshot, const std::string& as_id = "");
 
-  // An ordered stream of Forward calls (see ForwardStream).
-  std::unique_ptr<ForwardStream> OpenForwardStream();
+  // An ordered stream of Forward calls (see ForwardStream). Behind a proxy
+  // pass the routing key of the sessions it will carry (RoutingKey(id)): the
+  // stream reaches one server, and with session_affinity Send refuses a
+  // request for another key.
+  std::unique_ptr<ForwardStream> OpenForwardStream(const std::string& route_key = "");
 
   // The smaller of the client's and (when known) the server's message limit.
   int64_t EffectiveMessageLimit();
 
  private:
-  std::unique_ptr<grpc::ClientContext> NewContext() const;
-  absl::StatusOr<v1::ForwardResponse> ForwardOnce(const v1::ForwardRequest& request);
+  // A context with the deadline and, for a non-empty key, the route header.
+  std::unique_ptr<grpc::ClientContext> NewContext(const std::string& route_key = "") const;
+  // Runs `call` under options_.retry.
+  absl::Status Retry(absl::string_view method, const std::function<absl::Status(int)>& call);
+  absl::StatusOr<v1::ForwardResponse> ForwardOnce(const v1::ForwardRequest& request,
+                                                  const std::string& route_key);
 
   GdnClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -151,10 +189,14 @@ class GdnClient {
 // One thread may Send while another Receives; neither is safe from two.
 class ForwardStream {
  public:
-  ForwardStream(v1::GdnService::Stub* stub, std::unique_ptr<grpc::ClientContext> context);
+  // `route_key`: the key the context's header carries ("" for none); a
+  // non-empty `check_key` refuses requests of any other key.
+  ForwardStream(v1::GdnService::Stub* stub, std::unique_ptr<grpc::ClientContext> context,
+                std::string check_key = "");
   ~ForwardStream();
 
-  // The request id it was sent with.
+  // The request id it was sent with. InvalidArgument (nothing sent) when the
+  // stream checks a routing key and the request's sessions have another.
   absl::StatusOr<uint64_t> Send(v1::ForwardRequest request);
   // The next response; its error_code as a Status when the request failed.
   // Internal when the server answered out of order.
@@ -167,6 +209,7 @@ class ForwardStream {
 
  private:
   std::unique_ptr<grpc::ClientContext> context_;
+  const std::string route_key_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::ForwardRequest, v1::ForwardResponse>> stream_;
   absl::Mutex mu_;
   std::deque<uint64_t> in_flight_ ABSL_GUARDED_BY(mu_);  // ids sent, not received

@@ -4,13 +4,15 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/routing_key.h"
 
 namespace gdn::client {
 
 absl::StatusOr<Session> Session::Create(GdnClient* client, const std::string& id) {
   absl::StatusOr<v1::ServerInfoResponse> info = client->CachedServerInfo();
   if (!info.ok()) return info.status();
-  absl::StatusOr<std::string> created = client->CreateSession(id);
+  absl::StatusOr<std::string> created =
+      client->CreateSession(id.empty() ? NewSessionId() : id);
   if (!created.ok()) return created.status();
   return Session(client, *std::move(created),
                  std::vector<int64_t>(info->config().num_layers(), 0));
@@ -63,7 +65,8 @@ absl::StatusOr<std::vector<float>> Session::Forward(int layer, int32_t num_token
 }
 
 absl::StatusOr<Session> Session::Fork(const std::string& child_id) const {
-  absl::StatusOr<std::string> child = client_->ForkSession(id_, child_id);
+  absl::StatusOr<std::string> child =
+      client_->ForkSession(id_, child_id.empty() ? NewSessionId(RoutingKey(id_)) : child_id);
   if (!child.ok()) return child.status();
   return Session(client_, *std::move(child), positions_);
 }

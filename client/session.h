@@ -24,8 +24,11 @@ namespace gdn::client {
 
 class Session {
  public:
-  // Creates a session on the server (empty id: the server picks one); every
-  // layer starts at position 0. The layer count comes from the server.
+  // Creates a session on the server; every layer starts at position 0. The
+  // layer count comes from the server. An empty id is replaced by
+  // NewSessionId() (picked here, so that a proxy can route it); sessions that
+  // will share a multi-session Forward need ids of one routing key, e.g.
+  // NewSessionId(group) with one group (client/routing_key.h).
   static absl::StatusOr<Session> Create(GdnClient* client, const std::string& id = "");
   // An existing session, positions read from DescribeSession.
   static absl::StatusOr<Session> Attach(GdnClient* client, const std::string& id);
@@ -47,7 +50,9 @@ class Session {
   // Reads every layer's position from DescribeSession.
   absl::Status Resync();
 
-  // A child sharing this session's states (copy-on-write) and positions.
+  // A child sharing this session's states (copy-on-write) and positions. An
+  // empty child id is replaced by NewSessionId(RoutingKey(id())); a given one
+  // must have this session's routing key (InvalidArgument otherwise).
   absl::StatusOr<Session> Fork(const std::string& child_id = "") const;
   absl::Status Close();
 
@@ -63,7 +68,8 @@ class Session {
 // One Forward call at `layer` over several sessions (a model runner's batch):
 // `num_tokens[i]` new tokens of `sessions[i]`, inputs packed in that order.
 // Fills positions from the sessions and advances them on success; on
-// FAILED_PRECONDITION resyncs every session of the call.
+// FAILED_PRECONDITION resyncs every session of the call. The sessions must
+// share one routing key (InvalidArgument, nothing sent, otherwise).
 absl::StatusOr<std::vector<float>> ForwardSessions(
     GdnClient* client, int layer, const std::vector<Session*>& sessions,
     const std::vector<int32_t>& num_tokens, const ForwardInputs& inputs);

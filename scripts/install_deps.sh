@@ -9,8 +9,11 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libabsl-dev prometheus-cpp-dev libcivetweb-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
   curl python3-venv
+  nginx  # tests/deploy/affinity_test.sh: the session-affinity proxy
+  chromium  # tests/deploy/status_page_browser_test.sh loads the status page
 )
 
 missing=()

@@ -58,15 +58,27 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   absl::StatusOr<std::unique_ptr<StateCache>> cache =
       StateCache::Create(cache_config, backend.get());
   if (!cache.ok()) return cache.status();
+  DecodeRunnerConfig runner_config;
+  runner_config.use_graphs = config.decode_graphs;
+  // A decode batch has at most max_batch_tokens sequences (>= 1 token each).
+  runner_config.max_seqs = static_cast<int32_t>(
+      std::min<int64_t>(config.max_batch_tokens, int64_t{1} << 20));
+  absl::StatusOr<std::unique_ptr<DecodeRunner>> runner =
+      CreateDecodeRunner(*backend, kernel_options, runner_config);
+  if (!runner.ok()) return runner.status();
   return std::unique_ptr<Engine>(new Engine(config, std::move(backend),
-                                            std::move(*cache), metrics));
+                                            std::move(*cache),
+                                            std::move(*runner), metrics));
 }
 
 Engine::Engine(const ServerConfig& config, std::unique_ptr<Backend> backend,
-               std::unique_ptr<StateCache> cache, ServerMetrics* metrics)
+               std::unique_ptr<StateCache> cache,
+               std::unique_ptr<DecodeRunner> decode_runner,
+               ServerMetrics* metrics)
     : config_(config),
       backend_(std::move(backend)),
       cache_(std::move(cache)),
+      decode_runner_(std::move(decode_runner)),
       metrics_(metrics),
       decode_staging_(backend_.get()),
       prefill_staging_(backend_.get()) {
@@ -125,7 +137,22 @@ void Engine::RunSessionCommand(std::string session, SessionCommand command) {
   cv_.notify_all();
 }
 
+void Engine::SetSessionRestorer(SessionRestorer restorer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  incoming_restorer_ = std::move(restorer);
+  cv_.notify_all();
+}
+
+void Engine::FailPendingCalls(absl::Status status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fail_pending_requested_ = true;
+  pending_failure_ = std::move(status);
+  cv_.notify_all();
+}
+
 void Engine::TakeIncoming(std::unique_lock<std::mutex>& lock) {
+  if (incoming_restorer_) restorer_ = std::move(incoming_restorer_);
+  incoming_restorer_ = nullptr;
   for (auto& call : incoming_calls_) waiting_.push_back(std::move(call));
   incoming_calls_.clear();
   for (auto& command : incoming_commands_) {
@@ -140,11 +167,15 @@ void Engine::Loop() {
   while (true) {
     TakeIncoming(lock);
     const bool stopping = stop_requested_;
+    const bool fail_pending = fail_pending_requested_;
+    fail_pending_requested_ = false;
+    const absl::Status pending_failure = pending_failure_;
     lock.unlock();
 
     absl::Time now = absl::Now();
     RunCommands();
     ExpireIdleSessions(now);
+    if (fail_pending) FailPending(pending_failure);
     if (stopping) {
       while (!waiting_.empty()) {
         std::unique_ptr<ForwardCall> call = std::move(waiting_.front());
@@ -166,7 +197,7 @@ void Engine::Loop() {
                       incoming_commands_.empty();
     if (stopping && idle) break;
     if (run || !incoming_calls_.empty() || !incoming_commands_.empty() ||
-        stop_requested_ != stopping) {
+        stop_requested_ != stopping || fail_pending_requested_) {
       continue;
     }
     const absl::Time wake = std::min(NextWake(now), fill_deadline);
@@ -227,6 +258,36 @@ void Engine::FailWaiting(std::unique_ptr<ForwardCall> call,
   call->done(std::move(status));
 }
 
+void Engine::FailPending(const absl::Status& status) {
+  while (!waiting_.empty()) {
+    std::unique_ptr<ForwardCall> call = std::move(waiting_.front());
+    waiting_.pop_front();
+    FailWaiting(std::move(call), status);
+  }
+  for (auto it = running_.begin(); it != running_.end();) {
+    auto next = std::next(it);
+    if (!(*it)->started) FinishCall(it, status);  // aborts its leases
+    it = next;
+  }
+  UpdateGauges();
+}
+
+absl::Status Engine::RestoreMissingSessions(const ForwardCall& call) {
+  bool restored = false;
+  for (const ForwardSequence& seq : call.sequences) {
+    if (cache_->HasSession(seq.session)) continue;
+    absl::Status s = restorer_(*cache_, seq.session);
+    if (s.ok()) {
+      restored = true;
+    } else if (!absl::IsNotFound(s)) {
+      if (restored) UpdateGauges();
+      return s;
+    }
+  }
+  if (restored) UpdateGauges();
+  return absl::OkStatus();
+}
+
 void Engine::AdmitWaiting(absl::Time now) {
   auto key_state = [this](int32_t layer) {
     return [this, layer](const std::string& session) {
@@ -267,6 +328,7 @@ void Engine::AdmitWaiting(absl::Time now) {
       ++it;  // a session command queued before it runs first
       continue;
     }
+    if (failure.ok() && restorer_) failure = RestoreMissingSessions(call);
     if (failure.ok()) {
       const AdmissionDecision decision =
           DecideAdmission(call.layer, call.sequences, key_state(call.layer));

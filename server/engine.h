@@ -18,6 +18,9 @@
 // plan (batch_planner.h: decodes first, prefills in chunks under
 // max_batch_tokens, across clients and layers); stage, run one Decode and
 // one Prefill call, copy o back, synchronize; complete finished calls.
+// On the cuda backend (--decode_graphs, default on) the decode call is
+// padded to a bucket of sequences and replayed as a CUDA graph; the staging
+// copies are ordered around the graph on the same stream (DecodeRunner).
 #ifndef GDN_SERVER_ENGINE_H_
 #define GDN_SERVER_ENGINE_H_
 
@@ -36,6 +39,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "kernels/backend.h"
+#include "kernels/decode_runner.h"
 #include "server/batch_planner.h"
 #include "server/forward_call.h"
 #include "server/metrics.h"
@@ -76,6 +80,21 @@ class Engine {
   // arrive later wait until the command has run.
   void RunSessionCommand(std::string session, SessionCommand command);
 
+  // Called on the engine thread when a Forward call names a session the
+  // cache does not hold, before admission (--snapshot_dir restores it there):
+  // OK when the cache now holds it; NotFound when there is nothing to restore
+  // (the call then fails NOT_FOUND as usual); any other status fails the
+  // call with it. Any thread; set it before the first call.
+  using SessionRestorer =
+      std::function<absl::Status(StateCache& cache, const std::string& id)>;
+  void SetSessionRestorer(SessionRestorer restorer);
+
+  // Any thread (a drain past its timeout): fails every call that has not
+  // started running - parked, or admitted but before its first chunk - with
+  // `status`; its leases are aborted, so it changes nothing. Calls already
+  // running complete.
+  void FailPendingCalls(absl::Status status);
+
   // Finishes running calls and queued commands, fails calls still waiting
   // with UNAVAILABLE, and joins the engine thread. Idempotent.
   void Stop();
@@ -87,7 +106,8 @@ class Engine {
   struct PhaseBatch;
 
   Engine(const ServerConfig& config, std::unique_ptr<Backend> backend,
-         std::unique_ptr<StateCache> cache, ServerMetrics* metrics);
+         std::unique_ptr<StateCache> cache,
+         std::unique_ptr<DecodeRunner> decode_runner, ServerMetrics* metrics);
 
   // Engine thread.
   void Loop();
@@ -104,6 +124,8 @@ class Engine {
   void FinishCall(std::list<std::unique_ptr<RunningCall>>::iterator it,
                   absl::Status status);
   void FailWaiting(std::unique_ptr<ForwardCall> call, absl::Status status);
+  void FailPending(const absl::Status& status);
+  absl::Status RestoreMissingSessions(const ForwardCall& call);
   bool ReadyToRunNow(absl::Time now, absl::Time* fill_deadline) const;
   absl::Time NextWake(absl::Time now) const;
   void UpdateGauges();
@@ -112,6 +134,10 @@ class Engine {
   GdnOptions kernel_options_;  // config_.options with gating forced to direct
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<StateCache> cache_;
+  // Decode batches: direct, or padded to a bucket and replayed as a CUDA
+  // graph (kernels/decode_runner.h; --decode_graphs). Declared after
+  // backend_ (it holds a reference to it) and destroyed before it.
+  std::unique_ptr<DecodeRunner> decode_runner_;
   ServerMetrics* metrics_;
   EngineInfo info_;
   StagingBuffers decode_staging_;
@@ -123,6 +149,9 @@ class Engine {
   std::vector<std::unique_ptr<ForwardCall>> incoming_calls_;
   std::vector<std::pair<std::string, SessionCommand>> incoming_commands_;
   bool stop_requested_ = false;
+  bool fail_pending_requested_ = false;
+  absl::Status pending_failure_;
+  SessionRestorer incoming_restorer_;
   std::thread thread_;
 
   // Engine thread only.
@@ -133,6 +162,7 @@ class Engine {
   std::deque<std::pair<std::string, SessionCommand>> commands_;
   absl::flat_hash_map<std::string, int> sessions_with_commands_;
   absl::Time next_expiry_check_ = absl::InfinitePast();
+  SessionRestorer restorer_;  // from incoming_restorer_
 };
 
 }  // namespace gdn

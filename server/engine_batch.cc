@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/decode_runner.h"
 #include "kernels/gating.h"
 #include "server/engine.h"
 #include "server/engine_internal.h"
@@ -144,8 +145,17 @@ absl::Status Engine::StagePhase(PhaseBatch& batch, StagingBuffers& staging) {
                         shape.head_dim_k * elem;  // bytes of one q / k row
   const size_t v_row = hv * shape.head_dim_v * elem;  // bytes of one v / o row
   const size_t gate_row = hv * sizeof(float);          // bytes of one g row
-  const size_t n = batch.entries.size();
-  const size_t t = static_cast<size_t>(batch.tokens);
+  const size_t real_n = batch.entries.size();
+  const size_t real_t = static_cast<size_t>(batch.tokens);
+  // Decode through a graphed runner runs as a bucket of sequences: the
+  // padding sequences (one token each, no page: decode_runner.h) follow the
+  // real ones, and their o rows are never copied back.
+  const size_t n =
+      batch.decode ? static_cast<size_t>(decode_runner_->PaddedSeqs(
+                         static_cast<int32_t>(real_n)))
+                   : real_n;
+  const size_t pad = n - real_n;
+  const size_t t = real_t + pad;
 
   for (auto [slot, bytes] :
        {std::pair{S::kQ, t * qk_row}, {S::kK, t * qk_row}, {S::kV, t * v_row},
@@ -165,7 +175,7 @@ absl::Status Engine::StagePhase(PhaseBatch& batch, StagingBuffers& staging) {
   int32_t* final_pages = static_cast<int32_t*>(staging.get(S::kFinalPages).host);
 
   cu[0] = 0;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < real_n; ++i) {
     const PhaseBatch::Entry& e = batch.entries[i];
     const ForwardCall& call = *e.call->call;
     const gdn::v1::ForwardRequest& r = *call.request;
@@ -203,6 +213,17 @@ absl::Status Engine::StagePhase(PhaseBatch& batch, StagingBuffers& staging) {
     initial[i] = e.offset == 0 ? lease.read_page : lease.write_page;
     final_pages[i] = lease.write_page;
   }
+  if (pad > 0) {
+    // Finite, harmless inputs for the padding tokens (rows real_t .. t - 1):
+    // zeros, g = 0, beta = 0.
+    std::memset(q + real_t * qk_row, 0, pad * qk_row);
+    std::memset(k + real_t * qk_row, 0, pad * qk_row);
+    std::memset(v + real_t * v_row, 0, pad * v_row);
+    std::memset(g + real_t * hv, 0, pad * gate_row);
+    std::memset(beta + real_t * hv, 0, pad * gate_row);
+    AppendDecodePadding(static_cast<int32_t>(real_n), static_cast<int32_t>(n),
+                        kDiscardPage, cu, initial, final_pages);
+  }
 
   for (auto [slot, bytes] :
        {std::pair{S::kQ, t * qk_row}, {S::kK, t * qk_row}, {S::kV, t * v_row},
@@ -228,10 +249,14 @@ absl::Status Engine::StagePhase(PhaseBatch& batch, StagingBuffers& staging) {
       static_cast<const int32_t*>(staging.get(S::kInitialPages).device);
   p.final_pages = static_cast<const int32_t*>(staging.get(S::kFinalPages).device);
   p.pool = cache_->pool();
-  absl::Status status = batch.decode ? backend_->Decode(kernel_options_, p)
+  absl::Status status = batch.decode ? decode_runner_->Run(p)
                                      : backend_->Prefill(kernel_options_, p);
   if (!status.ok()) return status;
-  return staging.Download(S::kO, t * v_row);
+  if (batch.decode && metrics_ != nullptr) {
+    metrics_->RecordDecodeRunner(decode_runner_->stats(),
+                                 static_cast<int64_t>(pad));
+  }
+  return staging.Download(S::kO, real_t * v_row);  // padding rows dropped
 }
 
 void Engine::ScatterOutputs(const PhaseBatch& batch,

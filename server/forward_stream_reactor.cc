@@ -45,6 +45,11 @@ std::unique_ptr<ForwardCall> ForwardStreamReactor::ValidateAndQueue(bool ok) {
 
   absl::StatusOr<ValidatedForward> valid = ValidateForwardRequest(
       *request, service_->config.num_layers, service_->config.options);
+  // Draining (--snapshot_dir): this message is answered UNAVAILABLE and not
+  // applied; the stream stays open.
+  if (valid.ok()) {
+    if (absl::Status s = service_->EnterCall(); !s.ok()) valid = s;
+  }
   std::unique_ptr<ForwardCall> call;
   if (!valid.ok()) {
     service_->RecordRequest("ForwardStream", valid.status(), start);
@@ -65,6 +70,7 @@ std::unique_ptr<ForwardCall> ForwardStreamReactor::ValidateAndQueue(bool ok) {
     const int64_t total_tokens = call->total_tokens;
     call->done = [this, slot, start, total_tokens](
                      absl::StatusOr<ForwardResult> result) {
+      service_->LeaveCall();  // the engine is done with it
       service_->RecordRequest("ForwardStream", result.status(), start);
       std::lock_guard<std::mutex> lock(mu_);
       if (result.ok()) {

@@ -3,14 +3,14 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
-#include <exception>
+#include <future>
+#include <iostream>
 #include <utility>
-#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "prometheus/exposer.h"
 #include "server/session_transfer.h"
+#include "server/status_page.h"
 
 #ifndef GDN_VERSION
 #define GDN_VERSION "0.0.0"
@@ -65,6 +65,27 @@ absl::StatusOr<std::unique_ptr<GdnServer>> GdnServer::Start(
   server->context_.layer_config =
       MakeLayerConfig(config.num_layers, config.options);
   server->context_.version = GdnVersion();
+  if (!config.snapshot_dir.empty()) {
+    absl::StatusOr<std::unique_ptr<SessionSnapshotDir>> snapshots =
+        SessionSnapshotDir::Open(config.snapshot_dir,
+                                 server->context_.layer_config,
+                                 server->engine_->info().layout.page_bytes,
+                                 server->metrics_.get());
+    if (!snapshots.ok()) return snapshots.status();
+    server->snapshot_dir_ = std::move(*snapshots);
+    server->drain_gate_ = std::make_unique<DrainGate>();
+    server->context_.snapshot_dir = server->snapshot_dir_.get();
+    server->context_.drain_gate = server->drain_gate_.get();
+    SessionSnapshotDir* dir = server->snapshot_dir_.get();
+    server->engine_->SetSessionRestorer(
+        [dir](StateCache& cache, const std::string& id) {
+          return dir->RestoreIfAbsent(cache, id);
+        });
+    std::cerr << "gdn-server: snapshot_dir " << dir->dir() << ": "
+              << dir->CountSnapshots()
+              << " session snapshot(s) waiting to be restored on first use"
+              << std::endl;
+  }
   server->service_ = std::make_unique<GdnServiceImpl>(&server->context_);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -89,19 +110,16 @@ absl::StatusOr<std::unique_ptr<GdnServer>> GdnServer::Start(
     health->SetServingStatus(gdn::v1::GdnService::service_full_name(), true);
   }
 
-  // prometheus-cpp reports a bind failure by throwing; this is the boundary
-  // where that becomes a status.
-  try {
-    server->exposer_ = std::make_unique<prometheus::Exposer>(
-        config.metrics_listen, /*num_threads=*/2);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat(
-        "could not listen for metrics on ", config.metrics_listen, ": ",
-        e.what()));
+  absl::StatusOr<std::unique_ptr<HttpEndpoint>> metrics_endpoint =
+      HttpEndpoint::Start(config.metrics_listen,
+                          MetricsPortRoutes(server->metrics_->registry()));
+  if (!metrics_endpoint.ok()) {
+    return absl::Status(metrics_endpoint.status().code(),
+                        absl::StrCat("metrics: ",
+                                     metrics_endpoint.status().message()));
   }
-  server->exposer_->RegisterCollectable(server->metrics_->registry());
-  const std::vector<int> ports = server->exposer_->GetListeningPorts();
-  server->metrics_port_ = ports.empty() ? requested_metrics_port : ports[0];
+  server->metrics_endpoint_ = std::move(*metrics_endpoint);
+  server->metrics_port_ = server->metrics_endpoint_->port();
   server->metrics_address_ =
       absl::StrCat(metrics_host, ":", server->metrics_port_);
   return server;
@@ -113,17 +131,55 @@ void GdnServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   if (server_ != nullptr) {
+    // Closed before health turns: whoever sees NOT_SERVING is refused too.
+    if (drain_gate_ != nullptr) drain_gate_->BeginDrain();
     if (auto* health = server_->GetHealthCheckService()) {
       health->SetServingStatus(false);
       health->SetServingStatus(gdn::v1::GdnService::service_full_name(), false);
     }
+    // The listener stays up (answering UNAVAILABLE) until the files exist.
+    if (snapshot_dir_ != nullptr && engine_ != nullptr) DrainToSnapshotDir();
     // Stops accepting, waits for in-flight calls (the engine keeps running
     // them), cancels what is left at the deadline.
     server_->Shutdown(absl::ToChronoTime(absl::Now() + config_.drain_timeout));
   }
   if (engine_ != nullptr) engine_->Stop();
-  exposer_.reset();  // civetweb takes up to ~2 s to stop its listener
+  if (metrics_endpoint_ != nullptr) metrics_endpoint_->Stop();
   if (server_ != nullptr) server_->Wait();
+}
+
+void GdnServer::DrainToSnapshotDir() {
+  const absl::Time start = absl::Now();
+  if (!drain_gate_->WaitIdle(start + config_.drain_timeout)) {
+    std::cerr << "gdn-server: drain: " << drain_gate_->in_flight()
+              << " call(s) unfinished after drain_timeout "
+              << absl::FormatDuration(config_.drain_timeout)
+              << "; failing those not started" << std::endl;
+    engine_->FailPendingCalls(absl::UnavailableError(
+        "draining: the call had not started when drain_timeout passed and "
+        "was not applied; retry on another server"));
+    // Started calls always complete; this bound is only a safety net.
+    if (!drain_gate_->WaitIdle(absl::Now() + config_.drain_timeout)) {
+      std::cerr << "gdn-server: drain: " << drain_gate_->in_flight()
+                << " call(s) still unfinished; writing the sessions anyway"
+                << std::endl;
+    }
+  }
+  std::promise<SnapshotDrainReport> written;
+  std::future<SnapshotDrainReport> report = written.get_future();
+  SessionSnapshotDir* dir = snapshot_dir_.get();
+  engine_->RunSessionCommand("", [dir, &written](StateCache& cache) {
+    written.set_value(dir->WriteAll(cache));
+  });
+  drain_report_ = report.get();
+  for (const std::string& error : drain_report_.errors) {
+    std::cerr << "gdn-server: drain: NOT written: " << error << std::endl;
+  }
+  std::cerr << "gdn-server: drain: wrote " << drain_report_.written
+            << " session(s), " << drain_report_.bytes << " bytes, to "
+            << dir->dir() << " in "
+            << absl::FormatDuration(absl::Now() - start) << "; "
+            << drain_report_.failed << " failed" << std::endl;
 }
 
 }  // namespace gdn

@@ -1,5 +1,6 @@
 // The whole server in one object: backend, engine (with the state cache),
-// gRPC service (+ health and reflection) and the Prometheus exposer.
+// gRPC service (+ health and reflection) and the metrics port (/metrics and
+// the status page, server/status_page.h).
 // main.cc and the in-process tests start it the same way.
 //
 // Threading: Start, Shutdown and the accessors are for the owning thread.
@@ -12,15 +13,14 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/drain_gate.h"
 #include "server/engine.h"
 #include "server/gdn_service.h"
+#include "server/http_endpoint.h"
 #include "server/metrics.h"
 #include "server/server_config.h"
 #include "server/service_context.h"
-
-namespace prometheus {
-class Exposer;
-}
+#include "server/session_snapshot_dir.h"
 
 namespace gdn {
 
@@ -48,19 +48,35 @@ class GdnServer {
 
   // Drain: health NOT_SERVING, stop accepting calls, let in-flight calls
   // finish (cancelling what remains after config.drain_timeout), stop the
-  // engine and the exposer. Idempotent.
+  // engine and the metrics port. Idempotent.
+  //
+  // With config.snapshot_dir the drain hands every session over first, in
+  // this order: (1) new calls that name or create a session are answered
+  // UNAVAILABLE "draining" (not applied) and health turns NOT_SERVING;
+  // (2) calls already taken finish (those not started after drain_timeout
+  // fail UNAVAILABLE, unapplied); (3) every session is written to
+  // snapshot_dir (session_snapshot_dir.h) and closed; (4) only then does the
+  // listener stop, so a proxy fails over (connection refused) only once the
+  // files are there.
   void Shutdown();
+
+  // What step (3) of the last drain wrote (zeros without snapshot_dir).
+  const SnapshotDrainReport& drain_report() const { return drain_report_; }
 
  private:
   GdnServer() = default;
+  void DrainToSnapshotDir();
 
   ServerConfig config_;
   std::unique_ptr<ServerMetrics> metrics_;
+  std::unique_ptr<SessionSnapshotDir> snapshot_dir_;  // --snapshot_dir only
+  std::unique_ptr<DrainGate> drain_gate_;             // --snapshot_dir only
+  SnapshotDrainReport drain_report_;
   std::unique_ptr<Engine> engine_;
   ServiceContext context_;
   std::unique_ptr<GdnServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<HttpEndpoint> metrics_endpoint_;
   std::string grpc_address_;
   std::string metrics_address_;
   int grpc_port_ = 0;

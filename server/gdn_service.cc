@@ -43,6 +43,10 @@ grpc::ServerUnaryReactor* GdnServiceImpl::Forward(
     FinishUnary(reactor, "Forward", start, valid.status());
     return reactor;
   }
+  if (absl::Status s = service_->EnterCall(); !s.ok()) {
+    FinishUnary(reactor, "Forward", start, s);  // draining: not applied
+    return reactor;
+  }
   auto call = std::make_unique<ForwardCall>();
   call->layer = valid->layer;
   call->sequences = std::move(valid->sequences);
@@ -61,6 +65,7 @@ grpc::ServerUnaryReactor* GdnServiceImpl::Forward(
       response->set_request_id(request->request_id());
     }
     FinishUnary(reactor, "Forward", start, result.status());
+    service_->LeaveCall();
   };
   service_->engine->SubmitForward(std::move(call));
   return reactor;
@@ -82,13 +87,24 @@ grpc::ServerUnaryReactor* GdnServiceImpl::CreateSession(
     FinishUnary(reactor, "CreateSession", start, s);
     return reactor;
   }
+  if (absl::Status s = service_->EnterCall(); !s.ok()) {
+    FinishUnary(reactor, "CreateSession", start, s);
+    return reactor;
+  }
   service_->engine->RunSessionCommand(
       request->session_id(),
       [this, reactor, request, response, start](StateCache& cache) {
         absl::StatusOr<std::string> id =
-            CreateSessionOp(cache, request->session_id());
+            [&]() -> absl::StatusOr<std::string> {
+          const std::string& requested = request->session_id();
+          if (absl::Status s = service_->CheckIdFree(requested); !s.ok()) {
+            return s;  // a drained server left it in --snapshot_dir
+          }
+          return CreateSessionOp(cache, requested);
+        }();
         if (id.ok()) response->set_session_id(*id);
         FinishUnary(reactor, "CreateSession", start, id.status());
+        service_->LeaveCall();
       });
   return reactor;
 }
@@ -104,11 +120,17 @@ grpc::ServerUnaryReactor* GdnServiceImpl::CloseSession(
                 absl::InvalidArgumentError("session_id: must not be empty"));
     return reactor;
   }
+  if (absl::Status s = service_->EnterCall(); !s.ok()) {
+    FinishUnary(reactor, "CloseSession", start, s);
+    return reactor;
+  }
   service_->engine->RunSessionCommand(
       request->session_id(),
       [this, reactor, request, start](StateCache& cache) {
-        FinishUnary(reactor, "CloseSession", start,
-                    cache.CloseSession(request->session_id()));
+        absl::Status s = service_->RestoreIfAbsent(cache, request->session_id());
+        if (s.ok()) s = cache.CloseSession(request->session_id());
+        FinishUnary(reactor, "CloseSession", start, s);
+        service_->LeaveCall();
       });
   return reactor;
 }
@@ -127,15 +149,32 @@ grpc::ServerUnaryReactor* GdnServiceImpl::ForkSession(
     FinishUnary(reactor, "ForkSession", start, valid);
     return reactor;
   }
+  if (absl::Status s = service_->EnterCall(); !s.ok()) {
+    FinishUnary(reactor, "ForkSession", start, s);
+    return reactor;
+  }
   // Runs once the parent has no running call: the child gets its committed
   // states.
   service_->engine->RunSessionCommand(
       request->parent_id(),
       [this, reactor, request, response, start](StateCache& cache) {
         absl::StatusOr<std::string> id =
-            ForkSessionOp(cache, request->parent_id(), request->child_id());
+            [&]() -> absl::StatusOr<std::string> {
+          if (absl::Status s =
+                  service_->RestoreIfAbsent(cache, request->parent_id());
+              !s.ok()) {
+            return s;
+          }
+          if (absl::Status s = service_->CheckIdFree(request->child_id());
+              !s.ok()) {
+            return s;
+          }
+          return ForkSessionOp(cache, request->parent_id(),
+                               request->child_id());
+        }();
         if (id.ok()) response->set_session_id(*id);
         FinishUnary(reactor, "ForkSession", start, id.status());
+        service_->LeaveCall();
       });
   return reactor;
 }
@@ -151,13 +190,22 @@ grpc::ServerUnaryReactor* GdnServiceImpl::DescribeSession(
                 absl::InvalidArgumentError("session_id: must not be empty"));
     return reactor;
   }
+  if (absl::Status s = service_->EnterCall(); !s.ok()) {
+    FinishUnary(reactor, "DescribeSession", start, s);
+    return reactor;
+  }
   service_->engine->RunSessionCommand(
       request->session_id(),
       [this, reactor, request, response, start](StateCache& cache) {
+        absl::Status restored =
+            service_->RestoreIfAbsent(cache, request->session_id());
         absl::StatusOr<gdn::v1::DescribeSessionResponse> described =
-            DescribeSessionOp(cache, request->session_id(), absl::Now());
+            restored.ok()
+                ? DescribeSessionOp(cache, request->session_id(), absl::Now())
+                : absl::StatusOr<gdn::v1::DescribeSessionResponse>(restored);
         if (described.ok()) *response = std::move(*described);
         FinishUnary(reactor, "DescribeSession", start, described.status());
+        service_->LeaveCall();
       });
   return reactor;
 }
@@ -168,6 +216,7 @@ grpc::ServerUnaryReactor* GdnServiceImpl::ListSessions(
     gdn::v1::ListSessionsResponse* response) {
   const absl::Time start = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // Only the sessions this server holds: never files of --snapshot_dir.
   service_->engine->RunSessionCommand(
       "", [this, reactor, response, start](StateCache& cache) {
         for (const std::string& id : cache.ListSessions()) {

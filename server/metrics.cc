@@ -108,7 +108,54 @@ ServerMetrics::ServerMetrics(absl::string_view version,
                         .Name("gdn_device_memory_total_bytes")
                         .Help("Device memory in all")
                         .Register(*registry_)
-                        .Add({})) {
+                        .Add({})),
+      decode_graph_captures_(BuildCounter()
+                                 .Name("gdn_decode_graph_captures_total")
+                                 .Help("Decode CUDA graphs captured (one per "
+                                       "batch-size bucket)")
+                                 .Register(*registry_)
+                                 .Add({})),
+      decode_graph_replays_(BuildCounter()
+                                .Name("gdn_decode_graph_replays_total")
+                                .Help("Decode batches run as a CUDA graph launch")
+                                .Register(*registry_)
+                                .Add({})),
+      decode_direct_runs_(BuildCounter()
+                              .Name("gdn_decode_direct_runs_total")
+                              .Help("Decode batches run without a graph")
+                              .Register(*registry_)
+                              .Add({})),
+      decode_padding_seqs_(BuildCounter()
+                               .Name("gdn_decode_padding_sequences_total")
+                               .Help("Padding sequences added to fill a "
+                                     "decode graph's bucket")
+                               .Register(*registry_)
+                               .Add({})),
+      snapshots_written_(BuildCounter()
+                             .Name("gdn_snapshot_sessions_written_total")
+                             .Help("Sessions written to --snapshot_dir by a "
+                                   "drain")
+                             .Register(*registry_)
+                             .Add({})),
+      snapshot_write_failures_(
+          BuildCounter()
+              .Name("gdn_snapshot_write_failures_total")
+              .Help("Sessions a drain could not write to --snapshot_dir")
+              .Register(*registry_)
+              .Add({})),
+      snapshots_restored_(BuildCounter()
+                              .Name("gdn_snapshot_sessions_restored_total")
+                              .Help("Sessions restored from --snapshot_dir "
+                                    "on first use")
+                              .Register(*registry_)
+                              .Add({})),
+      snapshot_restore_failures_(
+          BuildCounter()
+              .Name("gdn_snapshot_restore_failures_total")
+              .Help("Snapshot files claimed but not restored (rejected or "
+                    "no room)")
+              .Register(*registry_)
+              .Add({})) {
   BuildGauge()
       .Name("gdn_build_info")
       .Help("Build version and backend (value 1)")
@@ -179,6 +226,28 @@ void ServerMetrics::UpdateStateCache(const StateCacheStats& s) {
 void ServerMetrics::UpdateDeviceMemory(const DeviceMemoryInfo& memory) {
   device_used_.Set(static_cast<double>(memory.used_bytes));
   device_total_.Set(static_cast<double>(memory.total_bytes));
+}
+
+void ServerMetrics::RecordDecodeRunner(const DecodeRunnerStats& stats,
+                                       int64_t padding_seqs) {
+  AddCounter(decode_graph_captures_, stats.graph_captures,
+             last_decode_stats_.graph_captures);
+  AddCounter(decode_graph_replays_, stats.graph_replays,
+             last_decode_stats_.graph_replays);
+  AddCounter(decode_direct_runs_, stats.direct_runs,
+             last_decode_stats_.direct_runs);
+  last_decode_stats_ = stats;
+  if (padding_seqs > 0) {
+    decode_padding_seqs_.Increment(static_cast<double>(padding_seqs));
+  }
+}
+
+void ServerMetrics::RecordSnapshotWritten(bool ok) {
+  (ok ? snapshots_written_ : snapshot_write_failures_).Increment();
+}
+
+void ServerMetrics::RecordSnapshotRestored(bool ok) {
+  (ok ? snapshots_restored_ : snapshot_restore_failures_).Increment();
 }
 
 }  // namespace gdn

@@ -14,6 +14,15 @@
 //   gdn_state_{spills,restores,evictions}_total, gdn_sessions_expired_total,
 //   gdn_cow_copies_total                       counters (from the cache)
 //   gdn_device_memory_{used,total}_bytes       gauges
+//   gdn_decode_graph_captures_total            counter, decode CUDA graphs captured
+//   gdn_decode_graph_replays_total             counter, decode batches run as a graph
+//   gdn_decode_direct_runs_total               counter, decode batches run without
+//   gdn_decode_padding_sequences_total         counter, sequences padded to a bucket
+//   gdn_snapshot_sessions_written_total        counter, drain -> --snapshot_dir
+//   gdn_snapshot_write_failures_total          counter, sessions not written
+//   gdn_snapshot_sessions_restored_total       counter, restored on first use
+//   gdn_snapshot_restore_failures_total        counter, snapshot files that
+//                                              could not be restored
 //   gdn_build_info{version,backend}            gauge = 1
 #ifndef GDN_SERVER_METRICS_H_
 #define GDN_SERVER_METRICS_H_
@@ -26,6 +35,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "kernels/backend.h"
+#include "kernels/decode_runner.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -52,6 +62,12 @@ class ServerMetrics {
   // Gauges and cache counters from a stats snapshot (engine thread).
   void UpdateStateCache(const StateCacheStats& stats);
   void UpdateDeviceMemory(const DeviceMemoryInfo& memory);
+  // After a decode call (engine thread): the runner's monotone counters and
+  // the padding sequences of this call.
+  void RecordDecodeRunner(const DecodeRunnerStats& stats, int64_t padding_seqs);
+  // --snapshot_dir (server/session_snapshot_dir.h).
+  void RecordSnapshotWritten(bool ok);
+  void RecordSnapshotRestored(bool ok);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -72,6 +88,15 @@ class ServerMetrics {
   prometheus::Counter& cow_copies_;
   prometheus::Gauge& device_used_;
   prometheus::Gauge& device_total_;
+  prometheus::Counter& decode_graph_captures_;
+  prometheus::Counter& decode_graph_replays_;
+  prometheus::Counter& decode_direct_runs_;
+  prometheus::Counter& decode_padding_seqs_;
+  DecodeRunnerStats last_decode_stats_;  // engine thread only
+  prometheus::Counter& snapshots_written_;
+  prometheus::Counter& snapshot_write_failures_;
+  prometheus::Counter& snapshots_restored_;
+  prometheus::Counter& snapshot_restore_failures_;
 
   // Cache counters are monotone in the cache; the last snapshot seen turns
   // them into increments.

@@ -67,9 +67,13 @@ std::string DescribeServerConfig(const ServerConfig& c) {
   absl::StrAppend(&out, "  max_batch_tokens = ", c.max_batch_tokens, "\n");
   absl::StrAppend(&out, "  max_queue_delay = ",
                   absl::FormatDuration(c.max_queue_delay), "\n");
+  absl::StrAppend(&out, "  decode_graphs = ", c.decode_graphs ? "true" : "false",
+                  "\n");
   absl::StrAppend(&out, "  max_message_bytes = ", c.max_message_bytes, "\n");
   absl::StrAppend(&out, "  drain_timeout = ",
                   absl::FormatDuration(c.drain_timeout), "\n");
+  absl::StrAppend(&out, "  snapshot_dir = ",
+                  c.snapshot_dir.empty() ? "(off)" : c.snapshot_dir, "\n");
   return out;
 }
 

@@ -33,6 +33,10 @@ struct ServerConfig {
   // fill a batch that is not full.
   int64_t max_batch_tokens = 8192;
   absl::Duration max_queue_delay = absl::Microseconds(200);
+  // cuda backend: decode batches padded to a bucket of sequences (powers of
+  // two up to max_batch_tokens) and replayed as per-bucket CUDA graphs
+  // (kernels/decode_runner.h). No effect on the cpu backend.
+  bool decode_graphs = true;
 
   int64_t max_message_bytes = 64 << 20;
 
@@ -45,6 +49,11 @@ struct ServerConfig {
   bool diagnostic_no_compute = false;
   // How long a drain (SIGTERM) waits for in-flight calls before cancelling.
   absl::Duration drain_timeout = absl::Seconds(10);
+  // Session hand-off directory (server/session_snapshot_dir.h); empty = off.
+  // Set: a drain writes every session to DIR/<escaped id>.gdnsnap before the
+  // listener stops, and a call naming a session this server does not hold
+  // restores it from there first. Shared by the servers of one deployment.
+  std::string snapshot_dir;
 };
 
 // InvalidArgument naming the first bad field (options via ValidateOptions).

@@ -40,11 +40,19 @@ ABSL_FLAG(int64_t, max_batch_tokens, 8192,
           "prefill tokens per kernel call (long prefills are chunked)");
 ABSL_FLAG(int64_t, max_queue_delay_us, 200,
           "how long the engine waits to fill a batch that is not full");
+ABSL_FLAG(bool, decode_graphs, true,
+          "cuda backend: run decode batches as CUDA graphs per batch-size "
+          "bucket (padded to a power of two); false = one launch per batch");
 ABSL_FLAG(int64_t, max_message_bytes, 64 << 20,
           "largest gRPC message received or sent");
 ABSL_FLAG(int32_t, cpu_threads, 0, "cpu backend threads (0 = one per core)");
 ABSL_FLAG(int64_t, drain_timeout_s, 10,
           "on SIGTERM / SIGINT, how long in-flight calls may take to finish");
+ABSL_FLAG(std::string, snapshot_dir, "",
+          "session hand-off directory shared by the servers of a deployment "
+          "(empty = off): on SIGTERM every session is written there as "
+          "<escaped id>.gdnsnap before the listener stops; a call naming a "
+          "session this server does not hold restores it from there");
 
 ABSL_FLAG(bool, diagnostic_no_compute, false,
           "DIAGNOSTIC ONLY: answer Forward calls without running kernels or "
@@ -93,9 +101,11 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags() {
   c.idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_idle_timeout_s));
   c.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   c.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
+  c.decode_graphs = absl::GetFlag(FLAGS_decode_graphs);
   c.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   c.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
   c.diagnostic_no_compute = absl::GetFlag(FLAGS_diagnostic_no_compute);
+  c.snapshot_dir = absl::GetFlag(FLAGS_snapshot_dir);
   if (absl::Status s = ValidateServerConfig(c); !s.ok()) return s;
   return c;
 }

@@ -15,8 +15,17 @@ ExportSessionReactor::ExportSessionReactor(const ServiceContext* service,
     FinishWith(absl::InvalidArgumentError("session_id: must not be empty"));
     return;
   }
+  if (absl::Status s = service_->EnterCall(); !s.ok()) {
+    FinishWith(s);  // draining
+    return;
+  }
   service_->engine->RunSessionCommand(session_id_, [this](StateCache& cache) {
-    Exported(ExportSessionOp(cache, session_id_));
+    absl::Status restored = service_->RestoreIfAbsent(cache, session_id_);
+    absl::StatusOr<SessionStates> states =
+        restored.ok() ? ExportSessionOp(cache, session_id_)
+                      : absl::StatusOr<SessionStates>(restored);
+    service_->LeaveCall();  // the states are copied out
+    Exported(std::move(states));
   });
 }
 
@@ -90,10 +99,16 @@ void ImportSessionReactor::OnReadDone(bool ok) {
     FinishWith(states.status());
     return;
   }
+  if (absl::Status s = service_->EnterCall(); !s.ok()) {
+    FinishWith(s);  // draining: not imported
+    return;
+  }
   auto shared = std::make_shared<SessionStates>(std::move(*states));
   service_->engine->RunSessionCommand(
       shared->session_id, [this, shared](StateCache& cache) {
-        absl::Status status = ImportSessionOp(cache, *shared);
+        absl::Status status = service_->CheckIdFree(shared->session_id);
+        if (status.ok()) status = ImportSessionOp(cache, *shared);
+        service_->LeaveCall();
         if (status.ok()) {
           response_->set_session_id(shared->session_id);
           response_->set_layers_imported(shared->layers_received);

@@ -53,6 +53,9 @@ ABSL_FLAG(double, window_s, 0, "measurement window for the stability check (0: m
 ABSL_FLAG(double, stability_pct, 20, "consecutive windows within this % are stable");
 ABSL_FLAG(uint64_t, seed, 1, "seed of the random inputs and lengths");
 ABSL_FLAG(double, deadline_s, 60, "per-call deadline in seconds");
+ABSL_FLAG(double, retry_s, 10,
+          "UNAVAILABLE (a draining server, a proxy with no server) is retried with backoff "
+          "for up to this many seconds per call; 0: never");
 ABSL_FLAG(int64_t, max_message_bytes, 64 << 20, "largest gRPC message");
 ABSL_FLAG(bool, progress, true, "a progress line on stderr each second");
 ABSL_FLAG(std::string, sweep, "", "concurrency:1,2,4,8 or rate:5,10,20: one run per load");
@@ -136,6 +139,7 @@ absl::StatusOr<BenchConfig> ConfigFromFlags() {
   c.stability_pct = absl::GetFlag(FLAGS_stability_pct);
   c.seed = absl::GetFlag(FLAGS_seed);
   c.deadline_s = absl::GetFlag(FLAGS_deadline_s);
+  c.retry_s = absl::GetFlag(FLAGS_retry_s);
   c.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   c.progress = absl::GetFlag(FLAGS_progress);
   return c;

@@ -166,6 +166,7 @@ std::string FormatJsonReport(const BenchResult& r, const BenchResult* ceiling) {
       {"latency_ms", JsonObject(latency)},
       {"errors", MapJson(r.measured.errors, [](int64_t n) { return absl::StrCat(n); })},
       {"errors_by_type", JsonObject(errors_by_type)},
+      {"retries", MapJson(r.retries, [](int64_t n) { return absl::StrCat(n); })},
       {"stability", JsonObject({{"checked", JsonBool(r.stability.checked)},
                                 {"stable", JsonBool(r.stability.stable)},
                                 {"max_throughput_change_pct", JsonNumber(r.stability.max_throughput_change_pct)},
@@ -267,6 +268,10 @@ std::string FormatTextReport(const BenchResult& r, const BenchResult* ceiling) {
   std::vector<std::string> errs;
   for (const auto& [code, n] : r.measured.errors) errs.push_back(absl::StrCat(code, " ", n));
   out += absl::StrCat("  errors: ", errs.empty() ? "none" : absl::StrJoin(errs, ", "), "\n");
+  std::vector<std::string> retried;
+  for (const auto& [method, n] : r.retries) retried.push_back(absl::StrCat(method, " ", n));
+  out += absl::StrCat("  retries (UNAVAILABLE, retried): ",
+                      retried.empty() ? "none" : absl::StrJoin(retried, ", "), "\n");
   out += absl::StrCat("  stability: ", r.stability.ToString(), "\n");
   out += absl::StrFormat("  client: %.2f of %d cores busy (%.0f%%)", r.client_load.cores_busy(),
                          r.client_load.cores, 100 * r.client_load.utilization());

@@ -5,6 +5,8 @@
 #include <thread>
 
 #include "client/forward_split.h"
+#include "client/retry.h"
+#include "client/routing_key.h"
 
 namespace gdn::client::bench {
 
@@ -45,9 +47,11 @@ SessionRunner::SessionRunner(GdnClient* client, const RequestFactory* factory,
 bool SessionRunner::TimeUp() const { return Clock::now() >= stop_at_; }
 
 bool SessionRunner::CreateSessions(int n, std::vector<std::string>* ids) {
+  std::string group;
   for (int i = 0; i < n; ++i) {
+    if (i % config_.sessions_per_call == 0) group = NewRouteGroup();
     const Clock::time_point t0 = Clock::now();
-    absl::StatusOr<std::string> id = client_->CreateSession();
+    absl::StatusOr<std::string> id = client_->CreateSession(NewSessionId(group));
     recorder_->RecordCall(CallType::kCreate, t0, Clock::now(), id.status());
     if (!id.ok()) return false;
     ids->push_back(*id);
@@ -58,7 +62,8 @@ bool SessionRunner::CreateSessions(int n, std::vector<std::string>* ids) {
 bool SessionRunner::ForkSessions(const std::string& parent, int n, std::vector<std::string>* ids) {
   for (int i = 0; i < n; ++i) {
     const Clock::time_point t0 = Clock::now();
-    absl::StatusOr<std::string> id = client_->ForkSession(parent);
+    absl::StatusOr<std::string> id =
+        client_->ForkSession(parent, NewSessionId(RoutingKey(parent)));
     recorder_->RecordCall(CallType::kFork, t0, Clock::now(), id.status());
     if (!id.ok()) return false;
     ids->push_back(*id);
@@ -87,9 +92,15 @@ bool SessionRunner::Forward(Lane& lane, const std::vector<SequenceSlot>& seqs, i
   absl::Status status;
   int64_t parts = 1;
   if (lane.stream != nullptr) {
-    absl::StatusOr<uint64_t> sent = lane.stream->Send(std::move(request));
-    status = sent.status();
-    if (status.ok()) status = lane.stream->Receive().status();
+    const GdnClientOptions& o = client_->options();
+    status = CallWithRetry(o.retry, o.on_retry, "ForwardStream", [&](int attempt) {
+      // A stream that failed with UNAVAILABLE may be broken (its server
+      // drained): resend on a new one, which the proxy routes anew.
+      if (attempt > 1) lane.stream = client_->OpenForwardStream(RoutingKey(lane.ids[0]));
+      absl::StatusOr<uint64_t> sent = lane.stream->Send(request);
+      if (!sent.ok()) return sent.status();
+      return lane.stream->Receive().status();
+    });
   } else {
     // Parts the client splits it into (the server counts each).
     absl::StatusOr<std::vector<ForwardPart>> split =
@@ -110,7 +121,7 @@ bool SessionRunner::Forward(Lane& lane, const std::vector<SequenceSlot>& seqs, i
 
 bool SessionRunner::RunLane(Lane& lane, Clock::time_point start, std::mt19937_64& rng,
                             bool session_metrics) {
-  if (config_.stream) lane.stream = client_->OpenForwardStream();
+  if (config_.stream) lane.stream = client_->OpenForwardStream(RoutingKey(lane.ids[0]));
   bool ok = true;
   bool first_output_seen = false;
   auto first_output = [&](Clock::time_point t) {

@@ -6,6 +6,12 @@
 // A unit stops early, without counting an error, when `stop_at` passes; it
 // stops at its first failed call (recorded), and closes what it created
 // either way.
+//
+// Session ids are picked here (client/routing_key.h) so that the run works
+// through a proxy routing on the session: the sessions of one Forward share
+// one routing key (a group per lane; a fork's children take the parent's).
+// UNAVAILABLE is retried (the client's policy): unary calls by GdnClient, a
+// stream by opening a new one and resending the unanswered request.
 #ifndef GDN_CLIENT_BENCH_SESSION_RUNNER_H_
 #define GDN_CLIENT_BENCH_SESSION_RUNNER_H_
 
@@ -52,6 +58,7 @@ class SessionRunner {
   bool RunLane(Lane& lane, Clock::time_point start, std::mt19937_64& rng, bool session_metrics);
   bool Forward(Lane& lane, const std::vector<SequenceSlot>& seqs, int layer, bool prefill,
                std::mt19937_64& rng);
+  // `n` sessions, in lanes of sessions_per_call sharing one routing key.
   bool CreateSessions(int n, std::vector<std::string>* ids);
   bool ForkSessions(const std::string& parent, int n, std::vector<std::string>* ids);
   bool CloseSessions(const std::vector<std::string>& ids);

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "client/bench/arrival.h"
 #include "client/bench/session_runner.h"
 #include "client/grpc_status.h"
@@ -203,6 +204,7 @@ absl::Status ValidateConfig(const BenchConfig& c) {
     return bad("--duration_s must be > 0 (or give --rounds / --num_sessions / --trace_file)");
   }
   if (!(c.deadline_s > 0)) return bad("--deadline_s must be > 0");
+  if (!(c.retry_s >= 0)) return bad("--retry_s must be >= 0");
   return absl::OkStatus();
 }
 
@@ -216,6 +218,17 @@ absl::StatusOr<BenchResult> RunBench(const BenchConfig& config) {
 
   GdnClientOptions options;
   options.deadline = absl::Seconds(c.deadline_s);
+  // Ids are picked here with one routing key per group (session_runner.cc),
+  // so the run works through a proxy routing on x-gdn-route.
+  options.session_affinity = true;
+  options.retry.max_total = absl::Seconds(c.retry_s);
+  if (c.retry_s == 0) options.retry.max_attempts = 1;
+  absl::Mutex retries_mu;
+  std::map<std::string, int64_t> retries;
+  options.on_retry = [&retries_mu, &retries](absl::string_view method, const absl::Status&, int) {
+    absl::MutexLock lock(&retries_mu);
+    ++retries[std::string(method)];
+  };
   options.max_message_bytes = c.max_message_bytes;
   std::string metrics_before;
   if (!c.metrics.empty()) {
@@ -285,6 +298,13 @@ absl::StatusOr<BenchResult> RunBench(const BenchConfig& config) {
   result.warmup = recorder.warmup();
   result.rpcs = recorder.rpcs();
   result.rpcs.Merge(setup_rpcs);
+  {
+    absl::MutexLock lock(&retries_mu);
+    result.retries = retries;
+  }
+  for (const auto& [method, n] : result.retries) {
+    result.rpcs.Add(method, absl::UnavailableError("retried"), n);
+  }
   result.windows = recorder.windows();
   result.schedule_lag = recorder.schedule_lag();
   result.late_starts = recorder.late_starts();

@@ -21,6 +21,7 @@
 #define GDN_CLIENT_BENCH_WORKLOAD_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,7 @@ struct BenchConfig {
   double stability_pct = 20;  // consecutive windows may differ this much
   uint64_t seed = 1;
   double deadline_s = 60;     // per call
+  double retry_s = 10;        // UNAVAILABLE retried for up to this long per call (0: never)
   int64_t max_message_bytes = 64 << 20;
   bool progress = true;       // a line on stderr each second
   std::string label;          // e.g. "concurrency=4" in a sweep
@@ -96,6 +98,9 @@ struct BenchResult {
   LatencyHistogram schedule_lag;  // open loop, measured arrivals
   int64_t late_starts = 0;        // open loop: > 1 ms behind schedule
   std::vector<std::string> client_bottleneck;  // reasons; empty: the client kept up
+  // Tries that failed with UNAVAILABLE and were retried, by method (also
+  // counted in `rpcs`); the calls themselves count once, by their outcome.
+  std::map<std::string, int64_t> retries;
   bool have_server_metrics = false;
   ServerMetricsDelta server_metrics;  // whole run (warm-up included)
 };
