@@ -58,7 +58,7 @@ if want tests; then
            graphed_decode_runner_test server_decode_graph_test; do
     [ -x $B/$t ] || { echo "missing $t" | tee -a "$LOG"; continue; }
     say "$t"
-    timeout 90 $B/$t --gtest_output=xml:/tmp/gdn_xml/$t.xml >>"$LOG" 2>&1
+    timeout "${TEST_TIMEOUT:-90}" $B/$t --gtest_output=xml:/tmp/gdn_xml/$t.xml >>"$LOG" 2>&1
     echo "rc $?" | tee -a "$LOG"
   done
   grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|\[chain\]|\[decode_runner\]|\[decode_graphs=|tests? ran" "$LOG" | tail -40
