@@ -198,14 +198,24 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
                                                    solve_variant_));
   }
   if (v_tile == 0) {
-    // The state pass reads every workspace tile from L2 once per V tile, and
-    // at 16/32, 1 x 32768 that traffic bounds it (VT 32: 128 blocks x 64 KB
-    // per chunk step, ~2.6 us per step measured): 64 halves it and keeps the
-    // per-SM work equal (8 warps). 16 only when 32 would leave more than half
-    // the SMs idle (few heads x sequences: latency-bound, more blocks help).
+    // Blocks of the state pass: sequences x value heads x V / VT. A wider
+    // tile reads each workspace tile from L2 fewer times (VT 64 halves the
+    // traffic of 32) but gives fewer blocks, and one block per SM is the most
+    // a sequential pass can use. So: the widest tile that still fills ~90% of
+    // the SMs, else 16 (few heads x sequences: latency-bound, more blocks
+    // help). H200, 2026-11-29 (bench/results/2026-11-29-prefill-v2.md): 16/32
+    // 1 x 32768 VT 16/32/64 = 2.03 / 1.30 / 1.79 ms (32: 128 blocks); 16/64
+    // 1 x 32768 3.96 / 2.56 / 1.75 (64: 128 blocks); 2/8 1 x 32768 1.04 /
+    // 1.35 / 1.83 (16: 64 blocks); 16/32 4 x 8192 2.00 / 1.32 / 0.90 (64).
     static const int sms = chunked::MultiprocessorCount();
-    const int64_t blocks32 = static_cast<int64_t>(params.num_seqs) * Hv * (V / 32);
-    v_tile = 2 * blocks32 <= sms ? 16 : 64;
+    const int64_t rows = static_cast<int64_t>(params.num_seqs) * Hv;
+    v_tile = 16;
+    for (int candidate : {64, 32}) {
+      if (V % candidate == 0 && rows * (V / candidate) * 10 >= int64_t{sms} * 9) {
+        v_tile = candidate;
+        break;
+      }
+    }
   }
   if (stages & 1) {
     GDN_CUDA_RETURN_IF_ERROR(chunked::LaunchChunkTable(args, stream));

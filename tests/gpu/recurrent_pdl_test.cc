@@ -4,7 +4,11 @@
 // dtype, launched directly and captured into a CUDA graph. Each launch's
 // prologue may overlap the previous launch, but its state reads must see that
 // launch's writes: every step must match the float64 oracle run from the
-// previous step's stored state.
+// previous step's stored state, and the whole chain (every output and the
+// final pages) must equal, bit for bit, the same chain launched without PDL
+// (PDL changes when a kernel starts, never what it computes: any difference
+// is a read that raced a write).
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -67,8 +71,22 @@ class PdlChain {
   std::vector<void*> allocations_;
 };
 
+// What a chain leaves behind, as raw bytes: every step's o, then the pages.
+struct ChainBytes {
+  std::vector<uint8_t> outputs;
+  std::vector<uint8_t> pages;
+};
+
+// A bf16 state is rounded after every step and the oracle chain re-rounds
+// its own state, so one-ulp differences (2^-9 relative) can add up over the
+// chain: at most one per step.
+double ChainStateTolerance(const GdnOptions& options) {
+  return options.state_dtype == StateDType::kF32 ? StateTolerance(options)
+                                                 : std::max(5e-3, kSteps / 512.0);
+}
+
 void RunChain(Backend& backend, const GdnOptions& options, cuda::RecurrentVariant variant,
-              bool captured, uint64_t seed) {
+              bool captured, bool pdl, uint64_t seed, ChainBytes* bytes) {
   auto* cuda_backend = dynamic_cast<cuda::CudaBackend*>(&backend);
   ASSERT_NE(cuda_backend, nullptr);
   cudaStream_t stream = cuda_backend->stream();
@@ -152,7 +170,7 @@ void RunChain(Backend& backend, const GdnOptions& options, cuda::RecurrentVarian
     p.group_size = s.group_size();
     p.scale = options.effective_scale();
     p.l2_norm_qk = options.l2_norm_qk;
-    launch = cuda::LaunchRecurrent(options, p, stream, variant, /*pdl=*/true);
+    launch = cuda::LaunchRecurrent(options, p, stream, variant, pdl);
   }
   if (captured) {
     ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
@@ -188,8 +206,19 @@ void RunChain(Backend& backend, const GdnOptions& options, cuda::RecurrentVarian
         chain.Download(pool + layout.page_bytes * i, state_elems, state_as);
     std::vector<double> want(states[i].begin(), states[i].end());
     const auto s_err = testing::Compare(got.data(), want.data(), want.size());
-    EXPECT_LE(s_err.max_abs_rel, StateTolerance(options)) << "final page " << i;
+    EXPECT_LE(s_err.max_abs_rel, ChainStateTolerance(options)) << "final page " << i;
   }
+
+  // Raw bytes for the PDL / plain comparison.
+  for (int step = 0; step < kSteps; ++step) {
+    const size_t n = inputs[step].total_tokens() * size_t(s.num_v_heads) * s.head_dim_v * es;
+    const size_t at = bytes->outputs.size();
+    bytes->outputs.resize(at + n);
+    ASSERT_TRUE(backend.CopyToHost(bytes->outputs.data() + at, buffers[step].o, n).ok());
+  }
+  bytes->pages.resize(layout.page_bytes * kSeqs);
+  ASSERT_TRUE(backend.CopyToHost(bytes->pages.data(), pool, bytes->pages.size()).ok());
+  ASSERT_TRUE(backend.Synchronize().ok());
 }
 
 TEST_F(CudaBackendTest, PdlChainMatchesOracleEveryVariant) {
@@ -207,7 +236,12 @@ TEST_F(CudaBackendTest, PdlChainMatchesOracleEveryVariant) {
         options.state_dtype = st;
         options.gating = GatingMode::kDirect;
         options.l2_norm_qk = true;
-        RunChain(*backend_, options, variant, captured, seed);
+        ChainBytes plain, pdl;
+        RunChain(*backend_, options, variant, captured, /*pdl=*/false, seed, &plain);
+        RunChain(*backend_, options, variant, captured, /*pdl=*/true, seed, &pdl);
+        ASSERT_EQ(plain.outputs.size(), pdl.outputs.size());
+        EXPECT_TRUE(plain.outputs == pdl.outputs) << "outputs differ with PDL";
+        EXPECT_TRUE(plain.pages == pdl.pages) << "final pages differ with PDL";
       }
     }
   }
