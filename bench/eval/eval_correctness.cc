@@ -206,65 +206,15 @@ Json RunCorrectness(EvalContext& ctx) {
     (void)row;
   };
 
-  Json rows = Json::Array();
-  for (int length : grid.check_lengths) {
-    for (int batch : grid.check_batches) {
-      for (int dim : grid.head_dims) {
-        for (DType input : grid.input_dtypes) {
-          for (StateDType state : grid.state_dtypes) {
-            const GdnOptions options = EvalOptions(grid.num_heads, dim, input, state);
-            // The subsample rule (see Grid::oracle_token_heads).
-            int seqs = batch, tokens = length;
-            std::string mode = "full";
-            if (int64_t{batch} * length * grid.num_heads > grid.oracle_token_heads) {
-              seqs = std::min(batch, 2);
-              tokens = static_cast<int>(std::min<int64_t>(
-                  length, std::max<int64_t>(64, grid.oracle_token_heads / (seqs * grid.num_heads) / 64 * 64)));
-              mode = "prefix";
-            }
-            const std::string checked_text = mode == "full" ? "full"
-                : absl::StrCat(seqs, " seq x ", tokens, " tok");
-            if (!ctx.TimeLeft()) {
-              for (const char* entry : {"prefill", "decode"}) {
-                rows.Push(Json::Object().Set("length", length).Set("batch", batch).Set("head_dim", dim)
-                              .Set("input_dtype", std::string(DTypeName(input)))
-                              .Set("state_dtype", std::string(StateDTypeName(state)))
-                              .Set("entry", entry).Set("status", Json::Object().Set("outcome", kSkippedTimeBudget)));
-                ++skipped;
-                md += absl::StrCat("| ", length, " | ", batch, " | ", dim, " | ", DTypeName(input), " | ",
-                                   StateDTypeName(state), " | ", entry, " | - | skipped (time budget) | | | | | |\n");
-              }
-              continue;
-            }
-            const oracle::Inputs inputs = testing::MakeRandomInputs(
-                options, std::vector<int>(seqs, tokens), ++seed, /*random_initial_state=*/true);
-            const oracle::Outputs ref = oracle::Run(options, inputs);
-            for (bool decode : {false, true}) {
-              bool pass = false;
-              std::string cells;
-              Json row = CheckRow(backend, options, inputs, ref, decode, &pass, &cells);
-              md += absl::StrCat("| ", length, " | ", batch, " | ", dim, " | ", DTypeName(input), " | ",
-                                 StateDTypeName(state), " | ", decode ? "decode" : "prefill", " | ",
-                                 checked_text, " |", cells, "\n");
-              row.Set("length", length).Set("batch", batch).Set("head_dim", dim)
-                  .Set("input_dtype", std::string(DTypeName(input)))
-                  .Set("state_dtype", std::string(StateDTypeName(state)))
-                  .Set("checked", Json::Object().Set("mode", mode).Set("sequences", seqs)
-                                       .Set("tokens_per_sequence", tokens).Set("heads", grid.num_heads));
-              tally(row, pass, cells);
-              rows.Push(row);
-            }
-          }
-        }
-      }
-    }
-  }
-  out.Set("grid", rows);
 
+  // The long single-head lengths and the extreme inputs are cheap and the
+  // grid is not: they run first, so a time budget that ends inside the
+  // grid still leaves them checked. The report keeps the grid table first.
+  std::string grid_md, tail_md;
   // Long lengths in full on one head.
-  md += "\nLong lengths checked in full on one head (B = 1, Hqk = Hv = 1, D = 128, bf16 in, fp32 state):\n\n";
-  md += "| L | entry | out max_abs_rel | out rel_l2 | state max_abs_rel | state rel_l2 | NaN/Inf | pass |\n";
-  md += "| --- | --- | --- | --- | --- | --- | --- | --- |\n";
+  tail_md += "\nLong lengths checked in full on one head (B = 1, Hqk = Hv = 1, D = 128, bf16 in, fp32 state):\n\n";
+  tail_md += "| L | entry | out max_abs_rel | out rel_l2 | state max_abs_rel | state rel_l2 | NaN/Inf | pass |\n";
+  tail_md += "| --- | --- | --- | --- | --- | --- | --- | --- |\n";
   Json single = Json::Array();
   for (int length : grid.single_head_lengths) {
     const GdnOptions options = EvalOptions(1, 128, DType::kBF16, StateDType::kF32);
@@ -272,7 +222,7 @@ Json RunCorrectness(EvalContext& ctx) {
       single.Push(Json::Object().Set("length", length)
                       .Set("status", Json::Object().Set("outcome", kSkippedTimeBudget)));
       ++skipped;
-      md += absl::StrCat("| ", length, " | - | skipped (time budget) | | | | | |\n");
+      tail_md += absl::StrCat("| ", length, " | - | skipped (time budget) | | | | | |\n");
       continue;
     }
     const oracle::Inputs inputs = testing::MakeRandomInputs(options, {length}, ++seed, true);
@@ -281,7 +231,7 @@ Json RunCorrectness(EvalContext& ctx) {
       bool pass = false;
       std::string cells;
       Json row = CheckRow(backend, options, inputs, ref, decode, &pass, &cells);
-      md += absl::StrCat("| ", length, " | ", decode ? "decode" : "prefill", " |", cells, "\n");
+      tail_md += absl::StrCat("| ", length, " | ", decode ? "decode" : "prefill", " |", cells, "\n");
       row.Set("length", length).Set("batch", 1).Set("heads", 1).Set("head_dim", 128)
           .Set("input_dtype", "bf16").Set("state_dtype", "fp32");
       tally(row, pass, cells);
@@ -308,9 +258,9 @@ Json RunCorrectness(EvalContext& ctx) {
       {absl::StrCat("no_decay_", grid.no_decay_steps, "_steps"), GateProfile::kNoDecay,
        grid.no_decay_steps, 1, 1, no_transform},
   };
-  md += "\nExtreme inputs (D = 128, fp32 state; NaN/Inf counts outputs and final states):\n\n";
-  md += "| case | L | B | H | in | entry | out max_abs_rel | out rel_l2 | state max_abs_rel | state rel_l2 | NaN/Inf | pass |\n";
-  md += "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+  tail_md += "\nExtreme inputs (D = 128, fp32 state; NaN/Inf counts outputs and final states):\n\n";
+  tail_md += "| case | L | B | H | in | entry | out max_abs_rel | out rel_l2 | state max_abs_rel | state rel_l2 | NaN/Inf | pass |\n";
+  tail_md += "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
   Json extreme = Json::Array();
   for (const ExtremeCase& c : cases) {
     for (DType input : {DType::kF32, DType::kBF16}) {
@@ -319,7 +269,7 @@ Json RunCorrectness(EvalContext& ctx) {
         extreme.Push(Json::Object().Set("case", c.name).Set("input_dtype", std::string(DTypeName(input)))
                          .Set("status", Json::Object().Set("outcome", kSkippedTimeBudget)));
         ++skipped;
-        md += absl::StrCat("| ", c.name, " | ", c.length, " | ", c.batch, " | ", c.heads, " | ",
+        tail_md += absl::StrCat("| ", c.name, " | ", c.length, " | ", c.batch, " | ", c.heads, " | ",
                            DTypeName(input), " | - | skipped (time budget) | | | | | |\n");
         continue;
       }
@@ -331,7 +281,7 @@ Json RunCorrectness(EvalContext& ctx) {
         bool pass = false;
         std::string cells;
         Json row = CheckRow(backend, options, inputs, ref, decode, &pass, &cells);
-        md += absl::StrCat("| ", c.name, " | ", c.length, " | ", c.batch, " | ", c.heads, " | ",
+        tail_md += absl::StrCat("| ", c.name, " | ", c.length, " | ", c.batch, " | ", c.heads, " | ",
                            DTypeName(input), " | ", decode ? "decode" : "prefill", " |", cells, "\n");
         row.Set("case", c.name).Set("length", c.length).Set("batch", c.batch).Set("heads", c.heads)
             .Set("head_dim", 128).Set("input_dtype", std::string(DTypeName(input))).Set("state_dtype", "fp32");
@@ -341,6 +291,62 @@ Json RunCorrectness(EvalContext& ctx) {
     }
   }
   out.Set("extreme", extreme);
+
+  Json rows = Json::Array();
+  for (int length : grid.check_lengths) {
+    for (int batch : grid.check_batches) {
+      for (int dim : grid.head_dims) {
+        for (DType input : grid.input_dtypes) {
+          for (StateDType state : grid.state_dtypes) {
+            const GdnOptions options = EvalOptions(grid.num_heads, dim, input, state);
+            // The subsample rule (see Grid::oracle_token_heads).
+            int seqs = batch, tokens = length;
+            std::string mode = "full";
+            if (int64_t{batch} * length * grid.num_heads > grid.oracle_token_heads) {
+              seqs = std::min(batch, 2);
+              tokens = static_cast<int>(std::min<int64_t>(
+                  length, std::max<int64_t>(64, grid.oracle_token_heads / (seqs * grid.num_heads) / 64 * 64)));
+              mode = "prefix";
+            }
+            const std::string checked_text = mode == "full" ? "full"
+                : absl::StrCat(seqs, " seq x ", tokens, " tok");
+            if (!ctx.TimeLeft()) {
+              for (const char* entry : {"prefill", "decode"}) {
+                rows.Push(Json::Object().Set("length", length).Set("batch", batch).Set("head_dim", dim)
+                              .Set("input_dtype", std::string(DTypeName(input)))
+                              .Set("state_dtype", std::string(StateDTypeName(state)))
+                              .Set("entry", entry).Set("status", Json::Object().Set("outcome", kSkippedTimeBudget)));
+                ++skipped;
+                grid_md += absl::StrCat("| ", length, " | ", batch, " | ", dim, " | ", DTypeName(input), " | ",
+                                   StateDTypeName(state), " | ", entry, " | - | skipped (time budget) | | | | | |\n");
+              }
+              continue;
+            }
+            const oracle::Inputs inputs = testing::MakeRandomInputs(
+                options, std::vector<int>(seqs, tokens), ++seed, /*random_initial_state=*/true);
+            const oracle::Outputs ref = oracle::Run(options, inputs);
+            for (bool decode : {false, true}) {
+              bool pass = false;
+              std::string cells;
+              Json row = CheckRow(backend, options, inputs, ref, decode, &pass, &cells);
+              grid_md += absl::StrCat("| ", length, " | ", batch, " | ", dim, " | ", DTypeName(input), " | ",
+                                 StateDTypeName(state), " | ", decode ? "decode" : "prefill", " | ",
+                                 checked_text, " |", cells, "\n");
+              row.Set("length", length).Set("batch", batch).Set("head_dim", dim)
+                  .Set("input_dtype", std::string(DTypeName(input)))
+                  .Set("state_dtype", std::string(StateDTypeName(state)))
+                  .Set("checked", Json::Object().Set("mode", mode).Set("sequences", seqs)
+                                       .Set("tokens_per_sequence", tokens).Set("heads", grid.num_heads));
+              tally(row, pass, cells);
+              rows.Push(row);
+            }
+          }
+        }
+      }
+    }
+  }
+  out.Set("grid", rows);
+  md += grid_md + tail_md;
   out.Set("counts", Json::Object().Set("checked", checked).Set("passed", passed)
                         .Set("resource_limited", resource_limited).Set("skipped_time_budget", skipped));
   out.Set("all_pass", all_pass && skipped == 0);
