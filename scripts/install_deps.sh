@@ -4,17 +4,25 @@
 # does nothing (and needs no network) when everything is already installed.
 # CUDA is not installed here: the CUDA backend is built when /usr/local/cuda
 # (or CUDACXX) provides nvcc.
+#   install_deps.sh          everything: build, tests, plots (developers, CI)
+#   install_deps.sh --build  only what building the binaries needs (images)
 set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libcivetweb-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
-  curl python3-venv
-  nginx  # tests/deploy/affinity_test.sh: the session-affinity proxy
-  chromium  # tests/deploy/status_page_browser_test.sh loads the status page
 )
+build_only=0
+[ "${1:-}" = "--build" ] && build_only=1
+if [ $build_only = 0 ]; then
+  packages+=(
+    libgtest-dev libgmock-dev libbenchmark-dev
+    curl python3-venv
+    nginx  # tests/deploy/affinity_test.sh: the session-affinity proxy
+    chromium  # tests/deploy/status_page_browser_test.sh loads the status page
+  )
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -32,6 +40,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # matplotlib (PyPI) draws the PNG plots of gdn-bench and gdn-eval.
+if [ $build_only = 1 ]; then exit 0; fi
 if ! python3 -c "import matplotlib" 2>/dev/null; then
   echo "install_deps: installing matplotlib from PyPI"
   python3 -m pip install --quiet matplotlib 2>/dev/null ||
