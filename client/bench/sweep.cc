@@ -133,6 +133,18 @@ absl::StatusOr<SweepResult> RunSloSearch(const BenchConfig& base, const LoadRang
   return s;
 }
 
+namespace {
+
+// A percentile in ms, or "-" when nothing was recorded in the measured
+// window (e.g. no session reached its first output before the run ended):
+// 0.000 would read as a measurement.
+std::string MsOrDash(const LatencyHistogram& h, double percentile) {
+  if (h.count() == 0) return "-";
+  return absl::StrFormat("%.3f", h.Percentile(percentile) / 1e6);
+}
+
+}  // namespace
+
 std::string FormatSweepText(const SweepResult& s) {
   std::string out = absl::StrFormat("\nsweep over %s:\n", LoadKindName(s.kind));
   out += absl::StrFormat("  %-16s %10s %10s %12s %10s %10s %10s %10s %7s %s\n", "load", "calls/s",
@@ -142,11 +154,11 @@ std::string FormatSweepText(const SweepResult& s) {
     const BenchResult& r = s.points[i];
     const Throughput t = ThroughputOf(r);
     const auto& d = r.measured.decode().latency;
-    out += absl::StrFormat("  %-16s %10.1f %10.1f %12.1f %10.3f %10.3f %10.3f %10.3f %7d %s%s\n",
+    out += absl::StrFormat("  %-16s %10.1f %10.1f %12.1f %10s %10s %10s %10s %7d %s%s\n",
                            r.config.label, t.forward_calls_per_s, t.tokens_per_s,
-                           t.token_layers_per_s, r.measured.ttfo.Percentile(99) / 1e6,
-                           d.Percentile(50) / 1e6, d.Percentile(99) / 1e6,
-                           r.measured.decode_step.Percentile(99) / 1e6, r.measured.failed_calls(),
+                           t.token_layers_per_s, MsOrDash(r.measured.ttfo, 99),
+                           MsOrDash(d, 50), MsOrDash(d, 99),
+                           MsOrDash(r.measured.decode_step, 99), r.measured.failed_calls(),
                            r.stability.checked ? (r.stability.stable ? "stable" : "UNSTABLE") : "-",
                            r.client_bottleneck.empty() ? "" : " CLIENT-BOUND");
   }
