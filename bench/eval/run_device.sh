@@ -6,7 +6,13 @@
 #   2. gpu_baselines.py: ours / FLA / PyTorch SDPA -> $OUT/eval/baselines.*
 #   3. plot_eval.py when matplotlib is there (else plot here afterwards).
 # Budgets (seconds) fit one 10-minute call: EVAL_BUDGET_S (default 380) and
-# BASELINE_BUDGET_S (150).
+# BASELINE_BUDGET_S (150; 0 skips gpu_baselines.py). SECTIONS (default all)
+# is gdn-eval's --sections, so the full grid can take three calls:
+#   SECTIONS=correctness EVAL_BUDGET_S=500 BASELINE_BUDGET_S=0
+#   SECTIONS=performance EVAL_BUDGET_S=500 BASELINE_BUDGET_S=0
+#   SECTIONS=baselines,stability EVAL_BUDGET_S=280 BASELINE_BUDGET_S=200
+# At most 8 files come back from a device call: everything is also packed
+# into $OUT/eval.tar.gz (report.md stays beside it).
 set -uo pipefail
 OUT="${OUT:-/tmp/out}"
 mkdir -p "$OUT/eval"
@@ -24,15 +30,21 @@ nvidia-smi --query-gpu=timestamp,utilization.gpu,utilization.memory,memory.used 
   --format=csv -lms 500 > "$OUT/eval/gpu_util.csv" 2>/dev/null &
 smi_pid=$!
 timeout "$(( ${EVAL_BUDGET_S:-380} + 60 ))" "$b/bin/gdn-eval" --grid=full --backend=cuda \
-  --out_dir="$OUT/eval" --commit="$commit" --time_budget_s="${EVAL_BUDGET_S:-380}" > "$OUT/eval/eval.log" 2>&1
+  --sections="${SECTIONS:-all}" --out_dir="$OUT/eval" --commit="$commit" \
+  --time_budget_s="${EVAL_BUDGET_S:-380}" > "$OUT/eval/eval.log" 2>&1
 rc_eval=$?
 kill "$smi_pid" 2>/dev/null
 tail -5 "$OUT/eval/eval.log"
 
-timeout "$(( ${BASELINE_BUDGET_S:-150} + 60 ))" python3 bench/eval/gpu_baselines.py --out "$OUT/eval" \
-  --capi "$b/lib/libgdn_capi.so" --budget-s "${BASELINE_BUDGET_S:-150}" > "$OUT/eval/baselines.log" 2>&1
-rc_base=$?
-tail -30 "$OUT/eval/baselines.log"
+rc_base=skipped
+if [ "${BASELINE_BUDGET_S:-150}" -gt 0 ]; then
+  timeout "$(( ${BASELINE_BUDGET_S:-150} + 60 ))" python3 bench/eval/gpu_baselines.py --out "$OUT/eval" \
+    --capi "$b/lib/libgdn_capi.so" --budget-s "${BASELINE_BUDGET_S:-150}" > "$OUT/eval/baselines.log" 2>&1
+  rc_base=$?
+  tail -30 "$OUT/eval/baselines.log"
+fi
 python3 bench/eval/plot_eval.py "$OUT/eval" > /dev/null 2>&1 || echo "plots: run plot_eval.py here"
 grep -E "All pass|Memory back|Ceilings" "$OUT/eval/report.md" 2>/dev/null
 echo "gdn-eval rc=$rc_eval gpu_baselines rc=$rc_base"
+tar -czf "$OUT/eval.tar.gz" -C "$OUT" eval && cp "$OUT/eval/report.md" "$OUT/" 2>/dev/null
+rm -rf "$OUT/eval"  # only the archive and report.md come back

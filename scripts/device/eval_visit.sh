@@ -71,6 +71,6 @@ eval_s=$(( (left - 100) * 3 / 4 )); base_s=$(( (left - 100) / 4 ))
 echo "== gdn-eval budget ${eval_s}s, baselines ${base_s}s"
 OUT=$WORK EVAL_BUDGET_S=$eval_s BASELINE_BUDGET_S=$base_s bash bench/eval/run_device.sh 2>&1 | tail -25
 
-cp "$WORK/eval/report.md" "$OUT_FINAL/" 2>/dev/null
+cp "$WORK/report.md" "$OUT_FINAL/" 2>/dev/null  # run_device.sh packed the rest into eval.tar.gz
 tar -czf "$OUT_FINAL/eval.tar.gz" -C "$WORK" .
 echo "== done at $(elapsed)s"
