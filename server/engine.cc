@@ -115,6 +115,7 @@ void Engine::Stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  finisher_.Stop();  // every finished call answered before Stop returns
 }
 
 void Engine::SubmitForward(std::unique_ptr<ForwardCall> call) {
@@ -255,7 +256,9 @@ void Engine::ExpireIdleSessions(absl::Time now) {
 
 void Engine::FailWaiting(std::unique_ptr<ForwardCall> call,
                          absl::Status status) {
-  call->done(std::move(status));
+  finisher_.Post([call = std::move(call), status = std::move(status)]() mutable {
+    call->done(std::move(status));
+  });
 }
 
 void Engine::FailPending(const absl::Status& status) {

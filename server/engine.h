@@ -5,8 +5,9 @@
 // (the gRPC handlers); they only enqueue. Everything else - admission, lease
 // acquisition, staging, kernel calls, commits and session commands - runs on
 // the engine thread, so the cache and the backend are touched by one thread.
-// Completion callbacks (ForwardCall::done, session commands) run on the
-// engine thread and must not block.
+// Session commands run on the engine thread; ForwardCall::done runs on the
+// engine's finisher thread (callback_runner.h) so that filling, serializing
+// and writing responses overlaps the next batch. Neither may block.
 //
 // Ordering: per (session, layer), calls apply in `position` order, exactly
 // once (admission.h). A call is all or nothing across its sequences: it
@@ -41,6 +42,7 @@
 #include "kernels/backend.h"
 #include "kernels/decode_runner.h"
 #include "server/batch_planner.h"
+#include "server/callback_runner.h"
 #include "server/forward_call.h"
 #include "server/metrics.h"
 #include "server/server_config.h"
@@ -73,7 +75,8 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Any thread. The call's `done` is called exactly once on the engine thread.
+  // Any thread. The call's `done` is called exactly once on the finisher
+  // thread (forward_call.h).
   void SubmitForward(std::unique_ptr<ForwardCall> call);
   // Any thread. Runs `command` on the engine thread once `session` (empty:
   // none) has no running Forward call; Forward calls for that session that
@@ -153,6 +156,8 @@ class Engine {
   absl::Status pending_failure_;
   SessionRestorer incoming_restorer_;
   std::thread thread_;
+  // Runs finished calls' `done` off the engine thread (callback_runner.h).
+  CallbackRunner finisher_;
 
   // Engine thread only.
   std::deque<std::unique_ptr<ForwardCall>> waiting_;    // arrival order

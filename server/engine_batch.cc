@@ -299,11 +299,14 @@ void Engine::FinishCall(std::list<std::unique_ptr<RunningCall>>::iterator it,
       busy_sessions_.erase(busy);
     }
   }
-  if (status.ok()) {
-    call.done(std::move(running->result));
-  } else {
-    call.done(std::move(status));
-  }
+  // Filling and serializing the response and gRPC's write run on the
+  // finisher thread, not here: the engine goes on with the next batch.
+  absl::StatusOr<ForwardResult> result =
+      status.ok() ? absl::StatusOr<ForwardResult>(std::move(running->result))
+                  : absl::StatusOr<ForwardResult>(std::move(status));
+  finisher_.Post([call = std::move(running->call), result = std::move(result)]() mutable {
+    call->done(std::move(result));
+  });
 }
 
 }  // namespace gdn

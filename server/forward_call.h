@@ -47,7 +47,9 @@ struct ForwardCall {
   absl::Time enqueued = absl::Now();
   std::string method;  // metric label: "Forward" or "ForwardStream"
 
-  // Called exactly once, on the engine thread; must not block.
+  // Called exactly once, on the engine's finisher thread (one thread, in the
+  // order calls finished; server/callback_runner.h), or on the submitting
+  // thread when the engine is stopped. Must not block.
   std::function<void(absl::StatusOr<ForwardResult>)> done;
 };
 
