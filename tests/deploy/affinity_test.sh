@@ -35,6 +35,17 @@ chmod 755 "$work"
 pids=()
 cleanup() {
   local status=$?
+  # TERM first: nginx's master stops its workers only when it is asked to
+  # (a KILLed master leaves them running); then KILL whatever is left.
+  for pid in "${pids[@]}"; do
+    kill -TERM "$pid" 2>/dev/null || true
+  done
+  for _ in $(seq 20); do
+    alive=0
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break
+    sleep 0.1
+  done
   for pid in "${pids[@]}"; do
     kill -KILL "$pid" 2>/dev/null || true
   done
