@@ -32,6 +32,14 @@ absl::StatusOr<double> ParseLoad(const std::string& text, LoadKind kind, const s
   return x;
 }
 
+// A percentile in ms, or "-" when nothing was recorded in the measured
+// window (e.g. no session reached its first output before the run ended):
+// 0.000 would read as a measurement.
+std::string MsOrDash(const LatencyHistogram& h, double percentile) {
+  if (h.count() == 0) return "-";
+  return absl::StrFormat("%.3f", h.Percentile(percentile) / 1e6);
+}
+
 }  // namespace
 
 const char* LoadKindName(LoadKind kind) {
@@ -132,18 +140,6 @@ absl::StatusOr<SweepResult> RunSloSearch(const BenchConfig& base, const LoadRang
   s.search = std::move(*search);
   return s;
 }
-
-namespace {
-
-// A percentile in ms, or "-" when nothing was recorded in the measured
-// window (e.g. no session reached its first output before the run ended):
-// 0.000 would read as a measurement.
-std::string MsOrDash(const LatencyHistogram& h, double percentile) {
-  if (h.count() == 0) return "-";
-  return absl::StrFormat("%.3f", h.Percentile(percentile) / 1e6);
-}
-
-}  // namespace
 
 std::string FormatSweepText(const SweepResult& s) {
   std::string out = absl::StrFormat("\nsweep over %s:\n", LoadKindName(s.kind));

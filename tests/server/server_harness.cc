@@ -1,10 +1,5 @@
 #include "tests/server/server_harness.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/support/byte_buffer.h>
 
@@ -19,6 +14,7 @@
 #include "kernels/testing/error_stats.h"
 #include "kernels/testing/gdn_test_inputs.h"
 #include "proto/tensor_codec.h"
+#include "tests/server/http_get.h"
 
 namespace gdn::testing {
 
@@ -125,29 +121,7 @@ double MaxRelError(const gdn::v1::Tensor& o, const std::vector<double>& ref) {
 }
 
 std::string ScrapeMetrics(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return "";
-  }
-  const std::string request =
-      "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-  if (write(fd, request.data(), request.size()) !=
-      static_cast<ssize_t>(request.size())) {
-    close(fd);
-    return "";
-  }
-  std::string response;
-  char buffer[65536];
-  ssize_t n;
-  while ((n = read(fd, buffer, sizeof(buffer))) > 0) response.append(buffer, n);
-  close(fd);
-  const size_t body = response.find("\r\n\r\n");
-  return body == std::string::npos ? "" : response.substr(body + 4);
+  return HttpRequest(port, "GET", "/metrics").body;  // "" when unreachable
 }
 
 double MetricValue(const std::string& body, const std::string& name,
