@@ -127,7 +127,7 @@ absl::Status RunPrefill(const gdn_capi_config* config, const gdn_capi_args* args
   if (knobs.stages < 1 || knobs.stages > 3) {
     return absl::InvalidArgumentError(absl::StrCat("stages ", knobs.stages));
   }
-  if (knobs.prep_variant < -1 || knobs.prep_variant > 2) {
+  if (knobs.prep_variant != -1 && !cuda::ChunkedPrefill::IsSolveVariant(knobs.prep_variant)) {
     return absl::InvalidArgumentError(absl::StrCat("prep_variant ", knobs.prep_variant));
   }
   Launchers& launchers = GetLaunchers();

@@ -193,7 +193,7 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
   args.p = reinterpret_cast<uint16_t*>(ws + layout.p);
   args.decay = reinterpret_cast<float*>(ws + layout.decay);
 
-  if (solve_variant_ < 0 || solve_variant_ > 2) {
+  if (!IsSolveVariant(solve_variant_)) {
     return absl::InvalidArgumentError(absl::StrCat("chunked prefill: kernel 1 variant ",
                                                    solve_variant_));
   }

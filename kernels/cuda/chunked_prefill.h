@@ -3,8 +3,8 @@
 // lengths. Host header: includes only the CUDA runtime API.
 //
 // Two kernels per call on the caller's stream (see kernels/cuda/chunked/):
-//   1. per (chunk, q/k head), looping over its value heads (or, variants 0
-//      and 1, per (chunk, value head)): norms, gating, cumulative decay, A,
+//   1. per (chunk, q/k head), looping over its value heads: norms, gating,
+//      cumulative decay, A,
 //      T = A^-1, W, U and the other state-independent tiles -> workspace (bf16);
 //   2. per (sequence, value head, V tile): the sequential pass over chunks,
 //      the state tile in registers; writes o and the final state page.
@@ -49,13 +49,15 @@ class ChunkedPrefill {
   absl::Status Run(const GdnOptions& options, const GdnParams& params,
                    cudaStream_t stream, int v_tile = 0, int stages = 3);
 
-  // Kernel 1's variant: 0 / 1 ChunkPrepKernel (chunk_prep.cuh, one block per
-  // (chunk, value head)) with the column-wise solver on 4 threads per column /
-  // register-resident columns (16/32, 1 x 32768: 3.13 / 2.34 ms); 2
-  // ChunkPrepGroupKernel (chunk_prep_group.cuh, one block per (chunk, q/k
-  // head), staged vector loads, kn kn^T shared by the value heads).
-  // Benchmarks compare them; the default is kDefaultSolve.
-  static constexpr int kDefaultSolve = 2;
+  // Kernel 1's variant, both one block per (chunk, q/k head): 2
+  // ChunkPrepGroupKernel (chunk_prep_group.cuh: T by column-wise forward
+  // substitution on two warps, fragments built from fp32 copies; 16/32
+  // 1 x 32768 1.35 ms on the H200), 3 ChunkPrepBlockedKernel
+  // (chunk_prep_blocked.cuh: T by blocks on all warps, ldmatrix operands from
+  // the raw bf16 q / k). Benchmarks compare them; the default is
+  // kDefaultSolve. (Variants 0 / 1, one block per value head, were removed.)
+  static constexpr int kDefaultSolve = 3;
+  static bool IsSolveVariant(int variant) { return variant == 2 || variant == 3; }
   void set_solve_variant(int variant) { solve_variant_ = variant; }
 
   // Workspace bytes a call of this shape needs.

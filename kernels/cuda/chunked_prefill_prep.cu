@@ -1,35 +1,40 @@
 // Template instances and launch of kernel 1: K, V in {64, 128} x input
-// dtype in {fp32, bf16, fp16} x variant (args.solve_variant): 0 / 1
-// ChunkPrepKernel (chunk_prep.cuh, per value head, solver 0 / 1), 2
-// ChunkPrepGroupKernel (chunk_prep_group.cuh, per q/k head, the default).
+// dtype in {fp32, bf16, fp16} x variant (args.solve_variant): 2
+// ChunkPrepGroupKernel (chunk_prep_group.cuh, column-wise solve on two warps),
+// 3 ChunkPrepBlockedKernel (chunk_prep_blocked.cuh, blocked solve on all
+// warps, ldmatrix operands; the default). Both take one block per (chunk,
+// q/k head).
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/chunked/chunk_prep.cuh"
+#include "kernels/cuda/chunked/chunk_prep_blocked.cuh"
 #include "kernels/cuda/chunked/chunk_prep_group.cuh"
 #include "kernels/cuda/chunked/launch.h"
 
 namespace gdn::cuda::chunked {
 namespace {
 
+// One instance per kernel: the shared-memory attribute is set once (not a
+// stream operation, so launches stay capturable in CUDA graphs).
+template <void (*kKernel)(ChunkArgs), int kSmemBytes>
+cudaError_t LaunchPrep(const ChunkArgs& args, cudaStream_t stream) {
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+  if (attr != cudaSuccess) return attr;
+  const dim3 grid(args.num_chunks, args.num_qk_heads);
+  kKernel<<<grid, kPrepThreads, kSmemBytes, stream>>>(args);
+  return cudaGetLastError();
+}
+
 template <int K, int V, typename In>
 cudaError_t Launch(const ChunkArgs& args, cudaStream_t stream) {
-  if (args.solve_variant == 2) {
-    constexpr int kGroupBytes = PrepGroupSmem<K, V>::kBytes;
-    static const cudaError_t group_attr =
-        cudaFuncSetAttribute(ChunkPrepGroupKernel<K, V, In>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, kGroupBytes);
-    if (group_attr != cudaSuccess) return group_attr;
-    const dim3 grid(args.num_chunks, args.num_qk_heads);
-    ChunkPrepGroupKernel<K, V, In><<<grid, kPrepThreads, kGroupBytes, stream>>>(args);
-    return cudaGetLastError();
+  switch (args.solve_variant) {
+    case 2:
+      return LaunchPrep<ChunkPrepGroupKernel<K, V, In>, PrepGroupSmem<K, V>::kBytes>(args, stream);
+    case 3:
+      return LaunchPrep<ChunkPrepBlockedKernel<K, V, In>, PrepBlockedSmem<K, V>::kBytes>(args,
+                                                                                        stream);
   }
-  constexpr int kBytes = PrepSmem<K, V>::kBytes;
-  static const cudaError_t attr = cudaFuncSetAttribute(
-      ChunkPrepKernel<K, V, In>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
-  if (attr != cudaSuccess) return attr;
-  const dim3 grid(args.num_chunks, args.num_v_heads);
-  ChunkPrepKernel<K, V, In><<<grid, kPrepThreads, kBytes, stream>>>(args);
-  return cudaGetLastError();
+  return cudaErrorInvalidValue;
 }
 
 template <int K, int V>

@@ -1,7 +1,10 @@
 #include "kernels/testing/gdn_test_inputs.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <random>
+#include <thread>
 
 #include "kernels/dtype_convert.h"
 
@@ -16,6 +19,38 @@ constexpr float kInitialStateStddev = 0.5f;
 // so softplus(-200) == 0, sigmoid(-200) == 0 and sigmoid(200) == 1 exactly.
 constexpr float kSaturating = 200.0f;
 
+// How the values are drawn, deterministically and in parallel: every tensor
+// (a "stream" below) is cut into blocks of about kBlockValues values, and
+// every block is drawn, in order, from its own engine seeded from (seed,
+// stream, block index). A value thus depends only on the seed, the shapes and
+// its position, never on which thread drew its block or how many threads
+// there are. Tensors above kParallelValues values spread their blocks over
+// std::thread workers; smaller ones draw the same blocks serially.
+constexpr int64_t kBlockValues = int64_t{1} << 16;
+constexpr int64_t kParallelValues = int64_t{1} << 20;
+
+// One stream per tensor (the initial states of all sequences are one).
+enum Stream : uint64_t {
+  kStreamQ = 1,
+  kStreamK,
+  kStreamV,
+  kStreamGating,       // g, beta or a, b: [T, Hv]
+  kStreamHeadParams,   // A_log, dt_bias: [Hv]
+  kStreamInitialStates,
+};
+
+// SplitMix64's finaliser: a bijection of uint64 that scatters nearby inputs.
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t BlockSeed(uint64_t seed, uint64_t stream, uint64_t block) {
+  return SplitMix64(SplitMix64(SplitMix64(seed) ^ stream) ^ block);
+}
+
 class Rng {
  public:
   explicit Rng(uint64_t seed) : engine_(seed) {}
@@ -29,77 +64,117 @@ class Rng {
   std::normal_distribution<float> normal_{0.0f, 1.0f};
 };
 
+// Calls fill(rng, begin, end) once per block of [0, n), with the block's own
+// Rng. Blocks hold whole rows of `row` values (about kBlockValues values per
+// block), so that per-row work (the L2 norm) stays inside one block. `fill`
+// must write only values [begin, end) of its tensor.
+template <typename Fill>
+void FillBlocks(uint64_t seed, Stream stream, int64_t n, int64_t row,
+                const Fill& fill) {
+  const int64_t block = std::max<int64_t>(1, kBlockValues / row) * row;
+  const int64_t blocks = (n + block - 1) / block;
+  const int64_t threads =
+      n > kParallelValues
+          ? std::min<int64_t>(blocks,
+                              std::max(1u, std::thread::hardware_concurrency()))
+          : 1;
+  std::atomic<int64_t> next{0};
+  auto worker = [&] {
+    for (int64_t b = next++; b < blocks; b = next++) {
+      Rng rng(BlockSeed(seed, stream, b));
+      fill(rng, b * block, std::min(n, (b + 1) * block));
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int64_t i = 1; i < threads; ++i) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+}
+
 float LogSigmoid(float x) {  // stable: -softplus(-x)
   return x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x));
 }
 float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
-// [rows, dim] randn, optionally with each row scaled to unit L2 norm.
-std::vector<float> RandnRows(Rng& rng, int64_t rows, int64_t dim,
-                             bool unit_norm) {
+// [rows, dim] randn, optionally with each row scaled to unit L2 norm, then
+// rounded to `dtype`.
+std::vector<float> RandnRows(uint64_t seed, Stream stream, int64_t rows,
+                             int64_t dim, bool unit_norm, DType dtype) {
   std::vector<float> x(rows * dim);
-  for (float& e : x) e = rng.Normal();
-  if (unit_norm) {
-    for (int64_t r = 0; r < rows; ++r) {
-      double sum = 0;
-      for (int64_t i = 0; i < dim; ++i) sum += double(x[r * dim + i]) * x[r * dim + i];
-      const float inv = static_cast<float>(1.0 / std::sqrt(sum));
-      for (int64_t i = 0; i < dim; ++i) x[r * dim + i] *= inv;
-    }
-  }
+  FillBlocks(seed, stream, rows * dim, dim,
+             [&](Rng& rng, int64_t begin, int64_t end) {
+               for (int64_t i = begin; i < end; ++i) x[i] = rng.Normal();
+               if (unit_norm) {  // [begin, end) is whole rows
+                 for (int64_t r = begin; r < end; r += dim) {
+                   double sum = 0;
+                   for (int64_t i = r; i < r + dim; ++i) sum += double(x[i]) * x[i];
+                   const float inv = static_cast<float>(1.0 / std::sqrt(sum));
+                   for (int64_t i = r; i < r + dim; ++i) x[i] *= inv;
+                 }
+               }
+               RoundThrough(dtype, x.data() + begin, end - begin);
+             });
   return x;
 }
 
-void MakeDirectGating(Rng& rng, GateProfile profile, int64_t n,
+void MakeDirectGating(uint64_t seed, GateProfile profile, int64_t n,
                       oracle::Inputs* in) {
   in->g.resize(n);
   in->beta.resize(n);
-  for (int64_t i = 0; i < n; ++i) {
-    float g = LogSigmoid(rng.Normal()) / 16.0f;
-    float beta = Sigmoid(rng.Normal());
-    switch (profile) {
-      case GateProfile::kRandom: break;
-      case GateProfile::kNoDecay: g = 0.0f; break;
-      case GateProfile::kStrongDecay: g = -rng.Uniform(5.0f, 20.0f); break;
-      case GateProfile::kBetaZero: beta = 0.0f; break;
-      case GateProfile::kBetaOne: beta = 1.0f; break;
+  FillBlocks(seed, kStreamGating, n, 1, [&](Rng& rng, int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      float g = LogSigmoid(rng.Normal()) / 16.0f;
+      float beta = Sigmoid(rng.Normal());
+      switch (profile) {
+        case GateProfile::kRandom: break;
+        case GateProfile::kNoDecay: g = 0.0f; break;
+        case GateProfile::kStrongDecay: g = -rng.Uniform(5.0f, 20.0f); break;
+        case GateProfile::kBetaZero: beta = 0.0f; break;
+        case GateProfile::kBetaOne: beta = 1.0f; break;
+      }
+      in->g[i] = g;
+      in->beta[i] = beta;
     }
-    in->g[i] = g;
-    in->beta[i] = beta;
-  }
+  });
 }
 
 // g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b). In the random
 // profile exp(A_log) ~ 0.5..2 and a + dt_bias ~ -3 + randn give g around
 // -0.05 like logsigmoid(randn)/16.
-void MakeFusedGating(Rng& rng, GateProfile profile, int64_t tokens, int64_t hv,
-                     oracle::Inputs* in) {
+void MakeFusedGating(uint64_t seed, GateProfile profile, int64_t tokens,
+                     int64_t hv, oracle::Inputs* in) {
   const bool strong = profile == GateProfile::kStrongDecay;
   in->A_log.resize(hv);
   in->dt_bias.resize(hv);
-  for (int64_t h = 0; h < hv; ++h) {
-    in->A_log[h] = strong ? std::log(rng.Uniform(5.0f, 10.0f))
-                          : std::log(rng.Uniform(0.5f, 2.0f));
-    in->dt_bias[h] = rng.Uniform(-4.0f, -2.0f);
-  }
+  FillBlocks(seed, kStreamHeadParams, hv, 1, [&](Rng& rng, int64_t begin, int64_t end) {
+    for (int64_t h = begin; h < end; ++h) {
+      in->A_log[h] = strong ? std::log(rng.Uniform(5.0f, 10.0f))
+                            : std::log(rng.Uniform(0.5f, 2.0f));
+      in->dt_bias[h] = rng.Uniform(-4.0f, -2.0f);
+    }
+  });
   in->a.resize(tokens * hv);
   in->b.resize(tokens * hv);
-  for (int64_t t = 0; t < tokens; ++t) {
-    for (int64_t h = 0; h < hv; ++h) {
+  const int64_t n = tokens * hv;
+  FillBlocks(seed, kStreamGating, n, 1, [&](Rng& rng, int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {  // i = t * hv + h
+      const int64_t h = i % hv;
       float a = rng.Normal();
       float b = rng.Normal();
       switch (profile) {
         case GateProfile::kRandom: break;
         case GateProfile::kNoDecay: a = -kSaturating; break;
         // softplus(1..2) ~ 1.3..2.1, times exp(A_log) 5..10: g ~ -6.5..-21.
-        case GateProfile::kStrongDecay: a = rng.Uniform(1.0f, 2.0f) - in->dt_bias[h]; break;
+        case GateProfile::kStrongDecay:
+          a = rng.Uniform(1.0f, 2.0f) - in->dt_bias[h];
+          break;
         case GateProfile::kBetaZero: b = -kSaturating; break;
         case GateProfile::kBetaOne: b = kSaturating; break;
       }
-      in->a[t * hv + h] = a;
-      in->b[t * hv + h] = b;
+      in->a[i] = a;
+      in->b[i] = b;
     }
-  }
+  });
 }
 
 }  // namespace
@@ -186,7 +261,6 @@ oracle::Inputs MakeRandomInputs(const GdnOptions& options,
                                 bool random_initial_state,
                                 GateProfile profile) {
   const LayerShape& s = options.shape;
-  Rng rng(seed);
   oracle::Inputs in;
   in.cu_seqlens.push_back(0);
   for (int len : seq_lens) in.cu_seqlens.push_back(in.cu_seqlens.back() + len);
@@ -194,26 +268,34 @@ oracle::Inputs MakeRandomInputs(const GdnOptions& options,
 
   // Raw randn when the kernel normalises, unit rows when it does not.
   const bool unit = !options.l2_norm_qk;
-  in.q = RandnRows(rng, tokens * s.num_qk_heads, s.head_dim_k, unit);
-  in.k = RandnRows(rng, tokens * s.num_qk_heads, s.head_dim_k, unit);
-  in.v = RandnRows(rng, tokens * s.num_v_heads, s.head_dim_v, false);
-  RoundThrough(options.input_dtype, in.q.data(), in.q.size());
-  RoundThrough(options.input_dtype, in.k.data(), in.k.size());
-  RoundThrough(options.input_dtype, in.v.data(), in.v.size());
+  in.q = RandnRows(seed, kStreamQ, tokens * s.num_qk_heads, s.head_dim_k, unit,
+                   options.input_dtype);
+  in.k = RandnRows(seed, kStreamK, tokens * s.num_qk_heads, s.head_dim_k, unit,
+                   options.input_dtype);
+  in.v = RandnRows(seed, kStreamV, tokens * s.num_v_heads, s.head_dim_v, false,
+                   options.input_dtype);
 
   if (options.gating == GatingMode::kDirect) {
-    MakeDirectGating(rng, profile, tokens * s.num_v_heads, &in);
+    MakeDirectGating(seed, profile, tokens * s.num_v_heads, &in);
   } else {
-    MakeFusedGating(rng, profile, tokens, s.num_v_heads, &in);
+    MakeFusedGating(seed, profile, tokens, s.num_v_heads, &in);
   }
 
   in.initial_states.resize(seq_lens.size());
   if (random_initial_state) {
+    // One stream over all sequences' states, [N, Hv * K * V].
     const int64_t state_size =
         int64_t{s.num_v_heads} * s.head_dim_k * s.head_dim_v;
+    for (auto& state : in.initial_states) state.resize(state_size);
+    FillBlocks(seed, kStreamInitialStates,
+               static_cast<int64_t>(seq_lens.size()) * state_size, 1,
+               [&](Rng& rng, int64_t begin, int64_t end) {
+                 for (int64_t i = begin; i < end; ++i) {
+                   in.initial_states[i / state_size][i % state_size] =
+                       kInitialStateStddev * rng.Normal();
+                 }
+               });
     for (auto& state : in.initial_states) {
-      state.resize(state_size);
-      for (float& e : state) e = kInitialStateStddev * rng.Normal();
       RoundThroughState(options.state_dtype, &state);
     }
   }

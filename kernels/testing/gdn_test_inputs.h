@@ -29,7 +29,14 @@ const char* GateProfileName(GateProfile profile);
 // exact-0 / exact-1 profiles saturate softplus / sigmoid so that fp32 gives
 // exactly 0 / 1), q/k/v rounded to options.input_dtype; initial states random
 // (magnitude like a real state) and rounded to options.state_dtype when
-// random_initial_state, else empty. Deterministic in `seed`.
+// random_initial_state, else empty.
+//
+// Deterministic in `seed` (and the shapes), whatever the number of threads:
+// each tensor is drawn in fixed blocks of about 2^16 values, every block from
+// its own std::mt19937_64 seeded from (seed, tensor, block index) through a
+// SplitMix64 mixer. Large tensors fill their blocks on several threads; the
+// values are the same as a serial fill. Callers may rely on the distribution
+// and on this determinism, not on particular values.
 oracle::Inputs MakeRandomInputs(const GdnOptions& options,
                                 const std::vector<int>& seq_lens, uint64_t seed,
                                 bool random_initial_state,

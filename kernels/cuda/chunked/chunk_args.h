@@ -57,9 +57,9 @@ struct ChunkArgs {
   float scale = 0.0f;        // applied to q after the L2 norm
   bool fused_gating = false;
   bool l2_norm_qk = false;
-  // Kernel 1: 0 / 1 ChunkPrepKernel with solver 0 / 1 (chunk_prep.cuh), 2
-  // ChunkPrepGroupKernel (chunk_prep_group.cuh).
-  int32_t solve_variant = 2;
+  // Kernel 1: 2 ChunkPrepGroupKernel (chunk_prep_group.cuh), 3
+  // ChunkPrepBlockedKernel (chunk_prep_blocked.cuh).
+  int32_t solve_variant = 3;
 
   // Workspace (bf16 stored as uint16_t here; see the layout above).
   uint16_t* w = nullptr;

@@ -1,8 +1,10 @@
-// Kernel 1 of the chunked prefill, grouped version (the default): one block
+// Kernel 1 of the chunked prefill, grouped version (variant 2; the default is
+// ChunkPrepBlockedKernel, chunk_prep_blocked.cuh, variant 3): one block
 // of 8 warps per (global chunk, q/k head), looping over the G = Hv / Hqk value
-// heads of that q/k head. Same workspace as ChunkPrepKernel (chunk_args.h).
+// heads of that q/k head. Workspace: chunk_args.h.
 //
-// What ChunkPrepKernel did per value head and now happens once per q/k head:
+// What the first version (one block per value head) did per value head and
+// this one does once per q/k head:
 //   - the loads of q and k (16-byte vector loads, every load of a thread
 //     issued before any is used), the L2 norms, kn / qn kept in fp32 in
 //     shared memory (the elementwise outputs read them from there, never
@@ -15,7 +17,7 @@
 //   step 1  A = strictly_lower(beta_i exp(G_i - G_j) kk_ij) (fp32, shared) and
 //           P (global) from the register fragments;
 //   step 2  warps 0-1: T = (I + A)^-1, one column per thread in registers
-//           (forward substitution, as ChunkPrepKernel's solver 1), written as
+//           (forward substitution), written as
 //           Tw = T diag(beta exp(G)) and Tu = T diag(beta) in bf16;
 //           warps 2-7 meanwhile: qg = scale exp(G) qn and kdt = (exp(G_last -
 //           G) kn)^T from shared memory to the workspace (16-byte stores);
@@ -23,7 +25,7 @@
 // Rounding: W = bf16(T beta exp(G)) bf16(kn) instead of bf16(T) bf16(beta
 // exp(G) kn) (two bf16 roundings either way); U = bf16(T beta) v, where v is
 // exact for bf16 inputs (one rounding instead of two). qg, kdt, P and the
-// decay are computed exactly as ChunkPrepKernel computes them.
+// decay are computed as the first version computed them.
 #ifndef GDN_KERNELS_CUDA_CHUNKED_CHUNK_PREP_GROUP_CUH_
 #define GDN_KERNELS_CUDA_CHUNKED_CHUNK_PREP_GROUP_CUH_
 
@@ -33,7 +35,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/chunked/chunk_args.h"
-#include "kernels/cuda/chunked/chunk_prep.cuh"
+#include "kernels/cuda/chunked/prep_common.cuh"
 #include "kernels/cuda/chunked/mma_bf16.cuh"
 #include "kernels/gating.h"
 #include "kernels/gdn_types.h"
@@ -60,40 +62,6 @@ struct PrepGroupSmem {
   static constexpr int kA = 64 * kStrideA * 4;
   static constexpr int kBytes = kKn + kQn + kV + kA + 4 * 64 * 4;
 };
-
-// Eight consecutive elements (16-byte aligned for 2-byte types, 32-byte for
-// fp32) as fp32, with vector loads.
-__device__ __forceinline__ void Load8(const float* p, float out[8]) {
-  const float4 a = __ldg(reinterpret_cast<const float4*>(p));
-  const float4 b = __ldg(reinterpret_cast<const float4*>(p + 4));
-  out[0] = a.x; out[1] = a.y; out[2] = a.z; out[3] = a.w;
-  out[4] = b.x; out[5] = b.y; out[6] = b.z; out[7] = b.w;
-}
-__device__ __forceinline__ void Load8(const bf16* p, float out[8]) {
-  const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
-  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    out[2 * j] = __uint_as_float(w[j] << 16);             // lower half: lower index
-    out[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
-  }
-}
-__device__ __forceinline__ void Load8(const __half* p, float out[8]) {
-  const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
-  const __half2* h = reinterpret_cast<const __half2*>(&raw);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const float2 f = __half22float2(h[j]);
-    out[2 * j] = f.x;
-    out[2 * j + 1] = f.y;
-  }
-}
-
-// Two bf16 (raw) -> one register, `lo` in the lower half.
-__device__ __forceinline__ uint32_t PackRaw(bf16 lo, bf16 hi) {
-  return static_cast<uint32_t>(__bfloat16_as_ushort(lo)) |
-         (static_cast<uint32_t>(__bfloat16_as_ushort(hi)) << 16);
-}
 
 // A fragment (mma_bf16.cuh layout) of the 16 x 16 fp32 tile at `tile`
 // (row-major, `stride` floats, even), rounded to bf16.

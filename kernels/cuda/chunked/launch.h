@@ -11,7 +11,7 @@
 
 namespace gdn::cuda::chunked {
 
-// Grid (num_chunks, Hv), or (num_chunks, Hqk) for args.solve_variant 2.
+// Grid (num_chunks, Hqk); args.solve_variant 2 or 3 picks the kernel.
 // Returns the launch error (cudaGetLastError).
 cudaError_t LaunchChunkPrep(const GdnOptions& options, const ChunkArgs& args,
                             cudaStream_t stream);

@@ -61,6 +61,55 @@ __device__ __forceinline__ void LoadB(uint32_t b[2], const bf16* tile_t,
   b[1] = *reinterpret_cast<const uint32_t*>(p + 8);
 }
 
+// ---- ldmatrix (sm_75+): the same fragments, one instruction per four 8x8 ----
+// Every lane gives the shared-memory address of one 8-element (16-byte,
+// 16-byte aligned) row; lanes 8 m .. 8 m + 7 address matrix m, which lands in
+// register m. Row strides of (multiple of 64) + 8 bf16 keep the 8 rows of a
+// matrix in distinct banks.
+
+__device__ __forceinline__ uint32_t SharedAddress(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// A fragment of the 16 x 16 tile at `tile` (row-major, `stride` elements), as LoadA.
+__device__ __forceinline__ void LdsmA(uint32_t a[4], const bf16* tile, int stride, int lane) {
+  const bf16* p = tile + (lane & 15) * stride + (lane >> 4) * 8;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+               : "r"(SharedAddress(p)));
+}
+
+// B fragments of two adjacent 8-column n-tiles (16 k x 16 n) whose transpose
+// ([n][k], k contiguous) is at `tile_t`: b[0..1] n-tile 0, b[2..3] n-tile 1
+// (as LoadB at tile_t and tile_t + 8 stride).
+__device__ __forceinline__ void LdsmB2(uint32_t b[4], const bf16* tile_t, int stride, int lane) {
+  const bf16* p = tile_t + ((lane & 7) + ((lane >> 4) << 3)) * stride + ((lane >> 3) & 1) * 8;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+               : "r"(SharedAddress(p)));
+}
+
+// The same two B fragments from the tile stored as [k][n] (n contiguous) at
+// `tile`: a transposing load, no copy of the transpose needed.
+__device__ __forceinline__ void LdsmB2Trans(uint32_t b[4], const bf16* tile, int stride,
+                                            int lane) {
+  const bf16* p = tile + ((lane & 7) + ((lane >> 3) & 1) * 8) * stride + (lane >> 4) * 8;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+               : "r"(SharedAddress(p)));
+}
+
+// Four 8 x 8 matrices at rows `row0 + 8 m` (m = 0..3), columns col0..col0+7 of
+// the [rows][cols] tile, transposed: lane 4 g + t gets, in register m,
+// tile[row0 + 8 m + 2 t][col0 + g] (lower half) and tile[row0 + 8 m + 2 t + 1][col0 + g].
+__device__ __forceinline__ void LdsmTrans4Rows(uint32_t r[4], const bf16* tile, int stride,
+                                               int row0, int col0, int lane) {
+  const bf16* p = tile + (row0 + lane) * stride + col0;  // lane = 8 m + row in matrix m
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SharedAddress(p)));
+}
+
 // Two fp32 -> one bf16x2 register (lo in the lower half), round to nearest.
 __device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);

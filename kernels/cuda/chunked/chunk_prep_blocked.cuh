@@ -1,0 +1,482 @@
+// Kernel 1 of the chunked prefill, the default (variant 3): one block of 8
+// warps per (global chunk, q/k head), looping over the G = Hv / Hqk value
+// heads of that q/k head, like ChunkPrepGroupKernel (variant 2), with what an
+// Nsight Compute profile of that kernel asked for (H200, 16/32 1 x 32768:
+// 26% of its warps' time waited at the barrier behind the two solver warps,
+// 25% of its instructions built tensor-core fragments from fp32 columns):
+//   - q, k stay raw in shared memory (bf16, exact for bf16 inputs) with their
+//     inverse L2 norms rq, rk beside them; every tensor-core operand comes
+//     from shared memory by ldmatrix (transposing where needed) and the norms
+//     are applied in fp32 to the products:
+//       kk_ij = rk_i rk_j (k_i . k_j),  qk_ij = rq_i rk_j (q_i . k_j),
+//       W = T diag(beta exp(G) rk) k,   U = T diag(beta) v;
+//   - T = (I + A)^-1 by blocks on all 8 warps: the four 16 x 16 diagonal
+//     blocks by forward substitution (warps 0-1, one column per thread) while
+//     warps 2-7 write qg and kdt, then two merges in fp32 (16 -> 32 -> 64):
+//       [[T0, 0], [X, T1]] with X = -T1 A10 T0 (block rows of 16, then 32).
+// Per value head h:
+//   step 0  v of head h -> vb (bf16; cp.async for bf16 inputs), gating
+//           (prefetched one head ahead), prefix sum G, exp(G), exp(G_last - G),
+//           bw = beta exp(G) rk;
+//   step 1  A = strictly_lower(beta_i exp(G_i - G_j) kk_ij) (fp32, shared) and
+//           P = scale exp(G_i - G_j) qk_ij, j <= i (global) from the fragments;
+//   step 2  T (above), then Tw = bf16(T diag(bw)), Tu = bf16(T diag(beta));
+//   step 3  W = Tw k, U = Tu v on tensor cores -> workspace.
+// Roundings: qg = bf16(scale exp(G_i) (q_i rq_i)) and kdt = bf16(exp(G_last
+// - G_j) (k_j rk_j)) are the fp32 operations of variant 2 in the same order
+// (identical for bf16 inputs); kk, qk and W use the exact bf16 q, k instead
+// of bf16-rounded normalised copies (one rounding less). fp32 / fp16 inputs
+// are rounded to bf16 once, before the products (variant 2 rounded the
+// normalised values); the server sends only bf16 inputs here.
+#ifndef GDN_KERNELS_CUDA_CHUNKED_CHUNK_PREP_BLOCKED_CUH_
+#define GDN_KERNELS_CUDA_CHUNKED_CHUNK_PREP_BLOCKED_CUH_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/chunked/chunk_args.h"
+#include "kernels/cuda/chunked/mma_bf16.cuh"
+#include "kernels/cuda/chunked/prep_common.cuh"
+#include "kernels/gating.h"
+#include "kernels/gdn_types.h"
+
+namespace gdn::cuda::chunked {
+
+// Shared memory of ChunkPrepBlockedKernel<K, V>, in bytes:
+//   kb, qb [64][K+8] bf16   raw k, q of the chunk (padding rows zero)
+//   vb     [64][V+8] bf16   v of the current value head
+//   Af, Tf [64][68]  fp32   A; T (its strictly upper blocks are scratch)
+//   Tw, Tu [64][72]  bf16
+//   rk, rq, G, beta, exp(G), exp(G_last - G), bw: 7 x [64] fp32
+// K = V = 128: 107,264 bytes, two blocks per SM.
+template <int K, int V>
+struct PrepBlockedSmem {
+  static constexpr int kStrideK = K + 8;
+  static constexpr int kStrideV = V + 8;
+  static constexpr int kStrideF = 68;  // 16-byte rows for float4 reads
+  static constexpr int kStrideT = 72;
+  static constexpr int kKb = 64 * kStrideK * 2;
+  static constexpr int kVb = 64 * kStrideV * 2;
+  static constexpr int kF = 64 * kStrideF * 4;
+  static constexpr int kT = 64 * kStrideT * 2;
+  static constexpr int kBytes = 2 * kKb + kVb + 2 * kF + 2 * kT + 7 * 64 * 4;
+};
+
+// sum_{k < 16 NK} x_row[k] * y_col[k * stride]: one element of a product of
+// fp32 blocks in shared memory (x_row 16-byte aligned, read as float4).
+template <int NK>
+__device__ __forceinline__ float BlockDot(const float* x_row, const float* y_col, int stride) {
+  float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+  for (int k4 = 0; k4 < 4 * NK; ++k4) {
+    const float4 a = *reinterpret_cast<const float4*>(x_row + 4 * k4);
+    const float* y = y_col + 4 * k4 * stride;
+    s0 = fmaf(a.x, y[0], s0);
+    s1 = fmaf(a.y, y[stride], s1);
+    s0 = fmaf(a.z, y[2 * stride], s0);
+    s1 = fmaf(a.w, y[3 * stride], s1);
+  }
+  return s0 + s1;
+}
+
+template <int K, int V, typename In>
+__global__ void __launch_bounds__(kPrepThreads, 2)
+    ChunkPrepBlockedKernel(const ChunkArgs args) {
+  using S = PrepBlockedSmem<K, V>;
+  constexpr int kSK = S::kStrideK, kSV = S::kStrideV, kSF = S::kStrideF, kST = S::kStrideT;
+  static_assert(K % 32 == 0 && V % 32 == 0, "K, V: multiples of 32");
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* kb = reinterpret_cast<bf16*>(smem);
+  bf16* qb = kb + 64 * kSK;
+  bf16* vb = qb + 64 * kSK;
+  float* Af = reinterpret_cast<float*>(vb + 64 * kSV);
+  float* Tf = Af + 64 * kSF;
+  bf16* Tw = reinterpret_cast<bf16*>(Tf + 64 * kSF);
+  bf16* Tu = Tw + 64 * kST;
+  float* rk_s = reinterpret_cast<float*>(Tu + 64 * kST);
+  float* rq_s = rk_s + 64;
+  float* G_s = rq_s + 64;
+  float* beta_s = G_s + 64;
+  float* eg_s = beta_s + 64;  // exp(G_j)
+  float* ed_s = eg_s + 64;    // exp(G_last - G_j)
+  float* bw_s = ed_s + 64;    // beta_j exp(G_j) rk_j
+
+  const int c = blockIdx.x, hq = blockIdx.y;
+  const int Hv = args.num_v_heads, group_size = args.group_size;
+  const int n = args.chunk_table[args.num_seqs + 1 + c];
+  const int seq_end = args.cu_seqlens[n + 1];
+  const int t0 = args.cu_seqlens[n] + (c - args.chunk_table[n]) * kChunk;
+  const int L = min(kChunk, seq_end - t0);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int group = lane >> 2, tig = lane & 3;
+
+  const In* q = static_cast<const In*>(args.q);
+  const In* k = static_cast<const In*>(args.k);
+  const In* v = static_cast<const In*>(args.v);
+  const int64_t qk_token = static_cast<int64_t>(args.num_qk_heads) * K;
+  const int64_t v_token = static_cast<int64_t>(Hv) * V;
+
+  // Gating of token `tid` for value head h (padding: no decay, no write).
+  auto load_gate = [&](int h, float& gi, float& bi) {
+    gi = 0.f;
+    bi = 0.f;
+    if (tid < L) {
+      const int64_t idx = static_cast<int64_t>(t0 + tid) * Hv + h;
+      if (args.fused_gating) {
+        gi = FusedDecay(args.a[idx], args.A_log[h], args.dt_bias[h]);
+        bi = FusedBeta(args.b[idx]);
+      } else {
+        gi = args.g[idx];
+        bi = args.beta[idx];
+      }
+    }
+  };
+  float g_next = 0.f, b_next = 0.f;
+  if (tid < kChunk) load_gate(hq * group_size, g_next, b_next);
+
+  // ---- phase 1 (per q/k head): raw q, k -> qb, kb; inverse norms ------------
+  // Warp w owns rows 8 w .. 8 w + 7; lane = 8 b + r owns row 8 w + r, elements
+  // 32 m + 8 b .. + 7 for m < K / 32 (four lanes share a row).
+  {
+    constexpr int M = K / 32;
+    const int r = lane & 7, b = lane >> 3;
+    const int i = warp * 8 + r;
+    float kx[M][8], qx[M][8];
+    if (i < L) {
+      const In* kr = k + static_cast<int64_t>(t0 + i) * qk_token + hq * K + 8 * b;
+      const In* qr = q + static_cast<int64_t>(t0 + i) * qk_token + hq * K + 8 * b;
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        Load8(kr + 32 * m, kx[m]);
+        Load8(qr + 32 * m, qx[m]);
+      }
+    } else {
+#pragma unroll
+      for (int m = 0; m < M; ++m)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) kx[m][e] = qx[m][e] = 0.f;
+    }
+    float sk = 0.f, sq = 0.f;
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        sk += kx[m][e] * kx[m][e];
+        sq += qx[m][e] * qx[m][e];
+      }
+    sk += __shfl_xor_sync(0xffffffffu, sk, 8);
+    sq += __shfl_xor_sync(0xffffffffu, sq, 8);
+    sk += __shfl_xor_sync(0xffffffffu, sk, 16);
+    sq += __shfl_xor_sync(0xffffffffu, sq, 16);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const float* x = kx[m];
+      const float* y = qx[m];
+      *reinterpret_cast<uint4*>(kb + i * kSK + 32 * m + 8 * b) =
+          make_uint4(PackBf16(x[0], x[1]), PackBf16(x[2], x[3]), PackBf16(x[4], x[5]),
+                     PackBf16(x[6], x[7]));
+      *reinterpret_cast<uint4*>(qb + i * kSK + 32 * m + 8 * b) =
+          make_uint4(PackBf16(y[0], y[1]), PackBf16(y[2], y[3]), PackBf16(y[4], y[5]),
+                     PackBf16(y[6], y[7]));
+    }
+    if (b == 0) {
+      rk_s[i] = args.l2_norm_qk ? 1.0f / sqrtf(sk + kL2NormEps) : 1.0f;
+      rq_s[i] = args.l2_norm_qk ? 1.0f / sqrtf(sq + kL2NormEps) : 1.0f;
+    }
+  }
+  __syncthreads();
+
+  // ---- kk = k k^T and qk = q k^T (per q/k head), normalised, in registers ---
+  // Warp (mt, nh): rows 16 mt .., columns 32 nh .. (four 8-column n-tiles).
+  const int mt = warp & 3;
+  const int nh = warp >> 2;
+  float kk[4][4], qk[4][4];
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) kk[nt][e] = qk[nt][e] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < K / 16; ++ks) {
+    uint32_t ak[4], aq[4];
+    LdsmA(ak, kb + mt * 16 * kSK + ks * 16, kSK, lane);
+    LdsmA(aq, qb + mt * 16 * kSK + ks * 16, kSK, lane);
+#pragma unroll
+    for (int np = 0; np < 2; ++np) {
+      uint32_t bf[4];
+      LdsmB2(bf, kb + (nh * 32 + np * 16) * kSK + ks * 16, kSK, lane);
+      Mma16816(kk[2 * np], ak, bf);
+      Mma16816(kk[2 * np + 1], ak, bf + 2);
+      Mma16816(qk[2 * np], aq, bf);
+      Mma16816(qk[2 * np + 1], aq, bf + 2);
+    }
+  }
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = mt * 16 + group + 8 * (e >> 1);
+      const int j = nh * 32 + nt * 8 + 2 * tig + (e & 1);
+      kk[nt][e] *= rk_s[i] * rk_s[j];
+      qk[nt][e] *= rq_s[i] * rk_s[j];
+    }
+
+  // ---- the value heads of this q/k head ---------------------------------------
+  for (int rr = 0; rr < group_size; ++rr) {
+    const int h = hq * group_size + rr;
+    const int64_t ch = static_cast<int64_t>(c) * Hv + h;
+
+    // step 0: v of head h (padding rows zero), gating, prefix sums.
+    {
+      const In* vsrc = v + static_cast<int64_t>(t0) * v_token + h * V;
+      constexpr int kPiecesPerRow = V / 8;
+      for (int p = tid; p < kChunk * kPiecesPerRow; p += kPrepThreads) {
+        const int j = p / kPiecesPerRow, e = (p % kPiecesPerRow) * 8;
+        bf16* dst = vb + j * kSV + e;
+        if (j >= L) {
+          *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
+        } else if constexpr (std::is_same_v<In, bf16>) {
+          CpAsync16(dst, vsrc + j * v_token + e);
+        } else {
+          float x[8];
+          Load8(vsrc + j * v_token + e, x);
+          *reinterpret_cast<uint4*>(dst) = make_uint4(PackBf16(x[0], x[1]), PackBf16(x[2], x[3]),
+                                                      PackBf16(x[4], x[5]), PackBf16(x[6], x[7]));
+        }
+      }
+      CpAsyncCommit();
+    }
+    if (tid < kChunk) {
+      G_s[tid] = g_next;
+      beta_s[tid] = b_next;
+      if (rr + 1 < group_size) load_gate(h + 1, g_next, b_next);
+    }
+    __syncthreads();
+    if (warp == 0) {  // inclusive prefix sum of g over 64 tokens, 2 per lane
+      const float x0 = G_s[2 * lane], x1 = G_s[2 * lane + 1];
+      float s = x0 + x1;
+#pragma unroll
+      for (int off = 1; off < 32; off <<= 1) {
+        const float y = __shfl_up_sync(0xffffffffu, s, off);
+        if (lane >= off) s += y;
+      }
+      float before = __shfl_up_sync(0xffffffffu, s, 1);
+      if (lane == 0) before = 0.f;
+      const float G0 = before + x0, G1 = before + x0 + x1;
+      const float g_last = __shfl_sync(0xffffffffu, G1, 31);  // = G_{L-1}: padding has g = 0
+      G_s[2 * lane] = G0;
+      G_s[2 * lane + 1] = G1;
+      const float e0 = expf(G0), e1 = expf(G1);
+      eg_s[2 * lane] = e0;
+      eg_s[2 * lane + 1] = e1;
+      ed_s[2 * lane] = expf(g_last - G0);
+      ed_s[2 * lane + 1] = expf(g_last - G1);
+      bw_s[2 * lane] = beta_s[2 * lane] * e0 * rk_s[2 * lane];
+      bw_s[2 * lane + 1] = beta_s[2 * lane + 1] * e1 * rk_s[2 * lane + 1];
+      if (lane == 0) args.decay[ch] = expf(g_last);
+    }
+    __syncthreads();
+
+    // step 1: A (shared, fp32) and P (workspace) from kk, qk.
+    {
+      bf16* p_out = reinterpret_cast<bf16*>(args.p) + ch * 64 * 64;
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int i = mt * 16 + group + 8 * half;
+          const int j0 = nh * 32 + nt * 8 + 2 * tig;
+          float pv[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int j = j0 + e;
+            // exp(G_i - G_j) <= 1 for j <= i; never evaluated above the diagonal.
+            const float decay = j <= i ? expf(G_s[i] - G_s[j]) : 0.f;
+            Af[i * kSF + j] = j < i ? beta_s[i] * decay * kk[nt][2 * half + e] : 0.f;
+            pv[e] = args.scale * decay * qk[nt][2 * half + e];
+          }
+          StorePair(p_out + i * 64 + j0, pv[0], pv[1]);
+        }
+      }
+    }
+    __syncthreads();
+
+    // step 2a: diagonal blocks T_dd = (I + A_dd)^-1 (warps 0-1: thread = column
+    // c of block d, forward substitution, x_r = 0 above the diagonal falls
+    // out) beside qg and kdt (warps 2-7).
+    if (warp < 2) {
+      const int d = tid >> 4, col = tid & 15;
+      const float* a_blk = Af + 16 * d * kSF + 16 * d;
+      float x[16];
+#pragma unroll
+      for (int r = 0; r < 16; ++r) {
+        float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+        for (int j = 0; j < r; ++j) {
+          if (j & 1) {
+            s1 = fmaf(a_blk[r * kSF + j], x[j], s1);
+          } else {
+            s0 = fmaf(a_blk[r * kSF + j], x[j], s0);
+          }
+        }
+        x[r] = (r == col ? 1.f : 0.f) - (s0 + s1);
+      }
+#pragma unroll
+      for (int r = 0; r < 16; ++r) Tf[(16 * d + r) * kSF + 16 * d + col] = x[r];
+    } else {
+      const int t = tid - 64;
+      constexpr int kOtherThreads = kPrepThreads - 64;
+      const float scale = args.scale;
+      // qg [64][K] = bf16(scale exp(G_i) (q_i rq_i)): 16-byte pieces.
+      bf16* qg_out = reinterpret_cast<bf16*>(args.qg) + ch * 64 * K;
+      for (int p = t; p < kChunk * (K / 8); p += kOtherThreads) {
+        const int i = p / (K / 8), d0 = (p % (K / 8)) * 8;
+        const float s = scale * eg_s[i], rq = rq_s[i];
+        float x[8];
+        const uint4 raw = *reinterpret_cast<const uint4*>(qb + i * kSK + d0);
+        const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          x[2 * e] = s * (__uint_as_float(w[e] << 16) * rq);
+          x[2 * e + 1] = s * (__uint_as_float(w[e] & 0xffff0000u) * rq);
+        }
+        *reinterpret_cast<uint4*>(qg_out + i * K + d0) =
+            make_uint4(PackBf16(x[0], x[1]), PackBf16(x[2], x[3]), PackBf16(x[4], x[5]),
+                       PackBf16(x[6], x[7]));
+      }
+      // kdt [K][64] = bf16(exp(G_last - G_j) (k_j rk_j))^T: per warp task, the
+      // 32 tokens 32 jh .. of dims d0 .. d0 + 7, transposed by ldmatrix; lane
+      // 4 g + t stores pairs (d0 + g; tokens 32 jh + 8 m + 2 t, + 1).
+      bf16* kdt_out = reinterpret_cast<bf16*>(args.kdt) + ch * K * 64;
+      for (int task = warp - 2; task < 2 * (K / 8); task += kPrepThreads / 32 - 2) {
+        const int jh = task & 1, d0 = (task >> 1) * 8;
+        uint32_t r4[4];
+        LdsmTrans4Rows(r4, kb, kSK, 32 * jh, d0, lane);
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+          const int j = 32 * jh + 8 * m + 2 * tig;
+          const float x0 = __uint_as_float(r4[m] << 16) * rk_s[j];
+          const float x1 = __uint_as_float(r4[m] & 0xffff0000u) * rk_s[j + 1];
+          *reinterpret_cast<uint32_t*>(kdt_out + (d0 + group) * 64 + j) =
+              PackBf16(x0 * ed_s[j], x1 * ed_s[j + 1]);
+        }
+      }
+    }
+    __syncthreads();
+
+    // step 2b: merge 16 -> 32. Thread (r, cc) = (tid / 16, tid % 16) of each
+    // 16 x 16 block. Y_p = A_{2p+1,2p} T_{2p,2p} into the scratch block
+    // (0, 2 + p) of Tf, then T_{2p+1,2p} = -T_{2p+1,2p+1} Y_p.
+    const int r = tid >> 4, cc = tid & 15;
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+      Tf[r * kSF + 32 + 16 * p + cc] =
+          BlockDot<1>(Af + (32 * p + 16 + r) * kSF + 32 * p, Tf + 32 * p * kSF + 32 * p + cc, kSF);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+      Tf[(32 * p + 16 + r) * kSF + 32 * p + cc] =
+          -BlockDot<1>(Tf + (32 * p + 16 + r) * kSF + 32 * p + 16, Tf + 32 + 16 * p + cc, kSF);
+    }
+    __syncthreads();
+
+    // step 2c: merge 32 -> 64. Y = A[32:64, 0:32] T[0:32, 0:32] into the
+    // scratch quadrant Tf[0:32, 32:64] (block (a, b) of Y at rows 16 a, columns
+    // 32 + 16 b; T[0:16, 16:32] is zero and skipped), then T[32:64, 0:32] =
+    // -T[32:64, 32:64] Y (T[32:48, 48:64] is zero and skipped).
+#pragma unroll
+    for (int a = 0; a < 2; ++a) {
+      const float* a_row = Af + (32 + 16 * a + r) * kSF;
+      Tf[(16 * a + r) * kSF + 32 + cc] = BlockDot<2>(a_row, Tf + cc, kSF);
+      Tf[(16 * a + r) * kSF + 48 + cc] = BlockDot<1>(a_row + 16, Tf + 16 * kSF + 16 + cc, kSF);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      const float* y_col = Tf + 32 + 16 * b + cc;
+      Tf[(32 + r) * kSF + 16 * b + cc] = -BlockDot<1>(Tf + (32 + r) * kSF + 32, y_col, kSF);
+      Tf[(48 + r) * kSF + 16 * b + cc] = -BlockDot<2>(Tf + (48 + r) * kSF + 32, y_col, kSF);
+    }
+    __syncthreads();
+
+    // step 2d: Tw = bf16(T diag(bw)), Tu = bf16(T diag(beta)); thread = row
+    // tid / 4, columns 16 (tid % 4) ..; blocks above the diagonal are zero.
+    {
+      const int i = tid >> 2, jb = tid & 3;
+      uint4* tw = reinterpret_cast<uint4*>(Tw + i * kST + 16 * jb);
+      uint4* tu = reinterpret_cast<uint4*>(Tu + i * kST + 16 * jb);
+      if (jb > (i >> 4)) {
+        tw[0] = tw[1] = tu[0] = tu[1] = make_uint4(0u, 0u, 0u, 0u);
+      } else {
+        uint32_t pw[8], pu[8];
+#pragma unroll
+        for (int q4 = 0; q4 < 4; ++q4) {
+          const int j = 16 * jb + 4 * q4;
+          const float4 t4 = *reinterpret_cast<const float4*>(Tf + i * kSF + j);
+          pw[2 * q4] = PackBf16(t4.x * bw_s[j], t4.y * bw_s[j + 1]);
+          pw[2 * q4 + 1] = PackBf16(t4.z * bw_s[j + 2], t4.w * bw_s[j + 3]);
+          pu[2 * q4] = PackBf16(t4.x * beta_s[j], t4.y * beta_s[j + 1]);
+          pu[2 * q4 + 1] = PackBf16(t4.z * beta_s[j + 2], t4.w * beta_s[j + 3]);
+        }
+        tw[0] = make_uint4(pw[0], pw[1], pw[2], pw[3]);
+        tw[1] = make_uint4(pw[4], pw[5], pw[6], pw[7]);
+        tu[0] = make_uint4(pu[0], pu[1], pu[2], pu[3]);
+        tu[1] = make_uint4(pu[4], pu[5], pu[6], pu[7]);
+      }
+    }
+    CpAsyncWaitAll();
+    __syncthreads();  // Tw, Tu and vb complete
+
+    // step 3: W = Tw k, U = Tu v on tensor cores -> workspace. Warp (mt, nh):
+    // rows 16 mt .., columns nh K / 2 .. (n-tiles in pairs).
+    {
+      const int row = mt * 16 + group;
+      uint32_t a[4][4];
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) LdsmA(a[ks], Tw + mt * 16 * kST + ks * 16, kST, lane);
+      bf16* w_out = reinterpret_cast<bf16*>(args.w) + ch * 64 * K;
+#pragma unroll 2
+      for (int np = 0; np < K / 32; ++np) {
+        const int n0 = nh * (K / 2) + np * 16;
+        float acc0[4] = {0.f, 0.f, 0.f, 0.f}, acc1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+          uint32_t bf[4];
+          LdsmB2Trans(bf, kb + ks * 16 * kSK + n0, kSK, lane);
+          Mma16816(acc0, a[ks], bf);
+          Mma16816(acc1, a[ks], bf + 2);
+        }
+        StorePair(w_out + row * K + n0 + 2 * tig, acc0[0], acc0[1]);
+        StorePair(w_out + (row + 8) * K + n0 + 2 * tig, acc0[2], acc0[3]);
+        StorePair(w_out + row * K + n0 + 8 + 2 * tig, acc1[0], acc1[1]);
+        StorePair(w_out + (row + 8) * K + n0 + 8 + 2 * tig, acc1[2], acc1[3]);
+      }
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) LdsmA(a[ks], Tu + mt * 16 * kST + ks * 16, kST, lane);
+      bf16* u_out = reinterpret_cast<bf16*>(args.u) + ch * 64 * V;
+#pragma unroll 2
+      for (int np = 0; np < V / 32; ++np) {
+        const int n0 = nh * (V / 2) + np * 16;
+        float acc0[4] = {0.f, 0.f, 0.f, 0.f}, acc1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+          uint32_t bf[4];
+          LdsmB2Trans(bf, vb + ks * 16 * kSV + n0, kSV, lane);
+          Mma16816(acc0, a[ks], bf);
+          Mma16816(acc1, a[ks], bf + 2);
+        }
+        StorePair(u_out + row * V + n0 + 2 * tig, acc0[0], acc0[1]);
+        StorePair(u_out + (row + 8) * V + n0 + 2 * tig, acc0[2], acc0[3]);
+        StorePair(u_out + row * V + n0 + 8 + 2 * tig, acc1[0], acc1[1]);
+        StorePair(u_out + (row + 8) * V + n0 + 8 + 2 * tig, acc1[2], acc1[3]);
+      }
+    }
+    __syncthreads();  // vb, Af / Tf / Tw / Tu and the gate arrays are reused by the next head
+  }
+}
+
+}  // namespace gdn::cuda::chunked
+
+#endif  // GDN_KERNELS_CUDA_CHUNKED_CHUNK_PREP_BLOCKED_CUH_
