@@ -49,15 +49,13 @@ class ChunkedPrefill {
   absl::Status Run(const GdnOptions& options, const GdnParams& params,
                    cudaStream_t stream, int v_tile = 0, int stages = 3);
 
-  // Kernel 1's variant, both one block per (chunk, q/k head): 2
-  // ChunkPrepGroupKernel (chunk_prep_group.cuh: T by column-wise forward
-  // substitution on two warps, fragments built from fp32 copies; 16/32
-  // 1 x 32768 1.35 ms on the H200), 3 ChunkPrepBlockedKernel
-  // (chunk_prep_blocked.cuh: T by blocks on all warps, ldmatrix operands from
-  // the raw bf16 q / k). Benchmarks compare them; the default is
-  // kDefaultSolve. (Variants 0 / 1, one block per value head, were removed.)
+  // Kernel 1's variant: 3, ChunkPrepBlockedKernel (chunk_prep_blocked.cuh:
+  // T by blocks on all warps, ldmatrix operands from the raw bf16 q / k), the
+  // only one built. Variants 0 - 2 (per value head; column-wise solve on two
+  // warps, 1.38 vs 1.18 ms at 16/32 1 x 32768 on the H200) were removed after
+  // bench/results/2026-12-01-prefill-v3.md; the knob stays for A/B of the next.
   static constexpr int kDefaultSolve = 3;
-  static bool IsSolveVariant(int variant) { return variant == 2 || variant == 3; }
+  static bool IsSolveVariant(int variant) { return variant == kDefaultSolve; }
   void set_solve_variant(int variant) { solve_variant_ = variant; }
 
   // Workspace bytes a call of this shape needs.

@@ -1,40 +1,26 @@
-// Template instances and launch of kernel 1: K, V in {64, 128} x input
-// dtype in {fp32, bf16, fp16} x variant (args.solve_variant): 2
-// ChunkPrepGroupKernel (chunk_prep_group.cuh, column-wise solve on two warps),
-// 3 ChunkPrepBlockedKernel (chunk_prep_blocked.cuh, blocked solve on all
-// warps, ldmatrix operands; the default). Both take one block per (chunk,
-// q/k head).
+// Template instances and launch of kernel 1, ChunkPrepBlockedKernel
+// (chunk_prep_blocked.cuh): K, V in {64, 128} x input dtype in {fp32, bf16,
+// fp16}, one block per (chunk, q/k head).
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/chunked/chunk_prep_blocked.cuh"
-#include "kernels/cuda/chunked/chunk_prep_group.cuh"
 #include "kernels/cuda/chunked/launch.h"
 
 namespace gdn::cuda::chunked {
 namespace {
 
-// One instance per kernel: the shared-memory attribute is set once (not a
-// stream operation, so launches stay capturable in CUDA graphs).
-template <void (*kKernel)(ChunkArgs), int kSmemBytes>
-cudaError_t LaunchPrep(const ChunkArgs& args, cudaStream_t stream) {
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-  if (attr != cudaSuccess) return attr;
-  const dim3 grid(args.num_chunks, args.num_qk_heads);
-  kKernel<<<grid, kPrepThreads, kSmemBytes, stream>>>(args);
-  return cudaGetLastError();
-}
-
+// The shared-memory attribute is set once per instance (not a stream
+// operation, so launches stay capturable in CUDA graphs).
 template <int K, int V, typename In>
 cudaError_t Launch(const ChunkArgs& args, cudaStream_t stream) {
-  switch (args.solve_variant) {
-    case 2:
-      return LaunchPrep<ChunkPrepGroupKernel<K, V, In>, PrepGroupSmem<K, V>::kBytes>(args, stream);
-    case 3:
-      return LaunchPrep<ChunkPrepBlockedKernel<K, V, In>, PrepBlockedSmem<K, V>::kBytes>(args,
-                                                                                        stream);
-  }
-  return cudaErrorInvalidValue;
+  if (args.solve_variant != 3) return cudaErrorInvalidValue;
+  constexpr int kBytes = PrepBlockedSmem<K, V>::kBytes;
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      ChunkPrepBlockedKernel<K, V, In>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+  if (attr != cudaSuccess) return attr;
+  const dim3 grid(args.num_chunks, args.num_qk_heads);
+  ChunkPrepBlockedKernel<K, V, In><<<grid, kPrepThreads, kBytes, stream>>>(args);
+  return cudaGetLastError();
 }
 
 template <int K, int V>

@@ -145,8 +145,8 @@ TEST_F(CudaBackendTest, CapiPrefillRoutesAndForcesKernels) {
        [&](const gdn_capi_args* a) { return gdn_prefill_variant(&config, a, nullptr, 1); }},
       {"tuned v_tile 64, grouped kernel 1", true,
        [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 64, 3, 2); }},
-      {"tuned v_tile 16, kernel 1 variant 2", true,
-       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 16, 3, 2); }},
+      {"tuned v_tile 16, default kernel 1", true,
+       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 16, 3, -1); }},
       {"tuned v_tile 32, kernel 1 variant 3", true,
        [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 32, 3, 3); }},
       {"stages 1 then 2", true,
@@ -203,9 +203,9 @@ TEST_F(CudaBackendTest, CapiReportsBadArguments) {
   EXPECT_NE(std::string(gdn_last_error()).find("v_tile"), std::string::npos) << gdn_last_error();
   EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 0, -1), 3);
   EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, 5), 3);
-  // Kernel-1 variants 0 and 1 (one block per value head) were removed.
+  // Kernel-1 variants 0 - 2 were removed.
   EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, 0), 3);
-  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, 1), 3);
+  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, 2), 3);
   config.head_dim_k = 96;  // the recurrent kernels refuse it too (ValidateOptions)
   EXPECT_EQ(gdn_prefill_variant(&config, &args, nullptr, 2), 3);
 }

@@ -1,9 +1,10 @@
-// Kernel 1 of the chunked prefill, the default (variant 3): one block of 8
-// warps per (global chunk, q/k head), looping over the G = Hv / Hqk value
-// heads of that q/k head, like ChunkPrepGroupKernel (variant 2), with what an
-// Nsight Compute profile of that kernel asked for (H200, 16/32 1 x 32768:
-// 26% of its warps' time waited at the barrier behind the two solver warps,
-// 25% of its instructions built tensor-core fragments from fp32 columns):
+// Kernel 1 of the chunked prefill (variant 3): one block of 8 warps per
+// (global chunk, q/k head), looping over the G = Hv / Hqk value heads of that
+// q/k head. It replaced ChunkPrepGroupKernel (variant 2, same structure; see
+// git history and bench/results/2026-12-01-prefill-v3.md) with what an Nsight
+// Compute profile of that kernel asked for (H200, 16/32 1 x 32768: 26% of its
+// warps' time waited at the barrier behind its two solver warps, 25% of its
+// instructions built tensor-core fragments from fp32 columns):
 //   - q, k stay raw in shared memory (bf16, exact for bf16 inputs) with their
 //     inverse L2 norms rq, rk beside them; every tensor-core operand comes
 //     from shared memory by ldmatrix (transposing where needed) and the norms
@@ -23,7 +24,7 @@
 //   step 2  T (above), then Tw = bf16(T diag(bw)), Tu = bf16(T diag(beta));
 //   step 3  W = Tw k, U = Tu v on tensor cores -> workspace.
 // Roundings: qg = bf16(scale exp(G_i) (q_i rq_i)) and kdt = bf16(exp(G_last
-// - G_j) (k_j rk_j)) are the fp32 operations of variant 2 in the same order
+// - G_j) (k_j rk_j)) are variant 2's fp32 operations in the same order
 // (identical for bf16 inputs); kk, qk and W use the exact bf16 q, k instead
 // of bf16-rounded normalised copies (one rounding less). fp32 / fp16 inputs
 // are rounded to bf16 once, before the products (variant 2 rounded the
@@ -79,6 +80,34 @@ __device__ __forceinline__ float BlockDot(const float* x_row, const float* y_col
     s1 = fmaf(a.w, y[3 * stride], s1);
   }
   return s0 + s1;
+}
+
+// out = T X for one warp's part (rows 16 mt .. + 16, columns nh N / 2 .. + N / 2,
+// n-tiles in pairs) on tensor cores: T bf16 [64][kST] and X bf16 [64][N] (row
+// stride x_stride) in shared memory, out bf16 [64][N] in global memory.
+template <int N, int kST>
+__device__ __forceinline__ void ProductToGlobal(const bf16* T, const bf16* X, int x_stride,
+                                                bf16* out, int mt, int nh, int lane) {
+  const int row = mt * 16 + (lane >> 2), tig = lane & 3;
+  uint32_t a[4][4];
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) LdsmA(a[ks], T + mt * 16 * kST + ks * 16, kST, lane);
+#pragma unroll 2
+  for (int np = 0; np < N / 32; ++np) {
+    const int n0 = nh * (N / 2) + np * 16;
+    float acc0[4] = {0.f, 0.f, 0.f, 0.f}, acc1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      uint32_t bf[4];
+      LdsmB2Trans(bf, X + ks * 16 * x_stride + n0, x_stride, lane);
+      Mma16816(acc0, a[ks], bf);
+      Mma16816(acc1, a[ks], bf + 2);
+    }
+    StorePair(out + row * N + n0 + 2 * tig, acc0[0], acc0[1]);
+    StorePair(out + (row + 8) * N + n0 + 2 * tig, acc0[2], acc0[3]);
+    StorePair(out + row * N + n0 + 8 + 2 * tig, acc1[0], acc1[1]);
+    StorePair(out + (row + 8) * N + n0 + 8 + 2 * tig, acc1[2], acc1[3]);
+  }
 }
 
 template <int K, int V, typename In>
@@ -429,50 +458,9 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
     CpAsyncWaitAll();
     __syncthreads();  // Tw, Tu and vb complete
 
-    // step 3: W = Tw k, U = Tu v on tensor cores -> workspace. Warp (mt, nh):
-    // rows 16 mt .., columns nh K / 2 .. (n-tiles in pairs).
-    {
-      const int row = mt * 16 + group;
-      uint32_t a[4][4];
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks) LdsmA(a[ks], Tw + mt * 16 * kST + ks * 16, kST, lane);
-      bf16* w_out = reinterpret_cast<bf16*>(args.w) + ch * 64 * K;
-#pragma unroll 2
-      for (int np = 0; np < K / 32; ++np) {
-        const int n0 = nh * (K / 2) + np * 16;
-        float acc0[4] = {0.f, 0.f, 0.f, 0.f}, acc1[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-        for (int ks = 0; ks < 4; ++ks) {
-          uint32_t bf[4];
-          LdsmB2Trans(bf, kb + ks * 16 * kSK + n0, kSK, lane);
-          Mma16816(acc0, a[ks], bf);
-          Mma16816(acc1, a[ks], bf + 2);
-        }
-        StorePair(w_out + row * K + n0 + 2 * tig, acc0[0], acc0[1]);
-        StorePair(w_out + (row + 8) * K + n0 + 2 * tig, acc0[2], acc0[3]);
-        StorePair(w_out + row * K + n0 + 8 + 2 * tig, acc1[0], acc1[1]);
-        StorePair(w_out + (row + 8) * K + n0 + 8 + 2 * tig, acc1[2], acc1[3]);
-      }
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks) LdsmA(a[ks], Tu + mt * 16 * kST + ks * 16, kST, lane);
-      bf16* u_out = reinterpret_cast<bf16*>(args.u) + ch * 64 * V;
-#pragma unroll 2
-      for (int np = 0; np < V / 32; ++np) {
-        const int n0 = nh * (V / 2) + np * 16;
-        float acc0[4] = {0.f, 0.f, 0.f, 0.f}, acc1[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-        for (int ks = 0; ks < 4; ++ks) {
-          uint32_t bf[4];
-          LdsmB2Trans(bf, vb + ks * 16 * kSV + n0, kSV, lane);
-          Mma16816(acc0, a[ks], bf);
-          Mma16816(acc1, a[ks], bf + 2);
-        }
-        StorePair(u_out + row * V + n0 + 2 * tig, acc0[0], acc0[1]);
-        StorePair(u_out + (row + 8) * V + n0 + 2 * tig, acc0[2], acc0[3]);
-        StorePair(u_out + row * V + n0 + 8 + 2 * tig, acc1[0], acc1[1]);
-        StorePair(u_out + (row + 8) * V + n0 + 8 + 2 * tig, acc1[2], acc1[3]);
-      }
-    }
+    // step 3: W = Tw k, U = Tu v on tensor cores -> workspace.
+    ProductToGlobal<K, kST>(Tw, kb, kSK, reinterpret_cast<bf16*>(args.w) + ch * 64 * K, mt, nh, lane);
+    ProductToGlobal<V, kST>(Tu, vb, kSV, reinterpret_cast<bf16*>(args.u) + ch * 64 * V, mt, nh, lane);
     __syncthreads();  // vb, Af / Tf / Tw / Tu and the gate arrays are reused by the next head
   }
 }

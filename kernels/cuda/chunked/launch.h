@@ -11,7 +11,7 @@
 
 namespace gdn::cuda::chunked {
 
-// Grid (num_chunks, Hqk); args.solve_variant 2 or 3 picks the kernel.
+// Grid (num_chunks, Hqk); args.solve_variant must be 3 (the one kernel 1).
 // Returns the launch error (cudaGetLastError).
 cudaError_t LaunchChunkPrep(const GdnOptions& options, const ChunkArgs& args,
                             cudaStream_t stream);

@@ -1,5 +1,5 @@
-// What the kernel-1 variants (chunk_prep_group.cuh, chunk_prep_blocked.cuh)
-// share: the block size and the vector loads of q / k / v rows as fp32.
+// Kernel 1's block size and the vector loads of q / k / v rows as fp32
+// (chunk_prep_blocked.cuh).
 #ifndef GDN_KERNELS_CUDA_CHUNKED_PREP_COMMON_CUH_
 #define GDN_KERNELS_CUDA_CHUNKED_PREP_COMMON_CUH_
 
@@ -40,12 +40,6 @@ __device__ __forceinline__ void Load8(const __half* p, float out[8]) {
     out[2 * j] = f.x;
     out[2 * j + 1] = f.y;
   }
-}
-
-// Two bf16 (raw) -> one register, `lo` in the lower half.
-__device__ __forceinline__ uint32_t PackRaw(bf16 lo, bf16 hi) {
-  return static_cast<uint32_t>(__bfloat16_as_ushort(lo)) |
-         (static_cast<uint32_t>(__bfloat16_as_ushort(hi)) << 16);
 }
 
 }  // namespace gdn::cuda::chunked
