@@ -98,8 +98,8 @@ GDN_CAPI_EXPORT int gdn_prefill_variant(const gdn_capi_config* config,
  *                 preparation into the workspace); 2 kernel 2 only (the state
  *                 pass over the workspace the previous call on this stream with
  *                 the same arguments left; o and the final pages are written);
- *   prep_variant  -1 the default, or 3 (the one kernel 1 built; a knob for
- *                 A/B of future variants). */
+ *   prep_variant  -1 the default (4), 3 kernel 1 with fp32 merges and direct
+ *                 stores, 4 with tensor-core merges and staged stores. */
 GDN_CAPI_EXPORT int gdn_chunked_prefill_tuned(const gdn_capi_config* config,
                                               const gdn_capi_args* args, void* stream,
                                               int v_tile, int stages, int prep_variant);

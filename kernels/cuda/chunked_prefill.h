@@ -49,13 +49,15 @@ class ChunkedPrefill {
   absl::Status Run(const GdnOptions& options, const GdnParams& params,
                    cudaStream_t stream, int v_tile = 0, int stages = 3);
 
-  // Kernel 1's variant: 3, ChunkPrepBlockedKernel (chunk_prep_blocked.cuh:
-  // T by blocks on all warps, ldmatrix operands from the raw bf16 q / k), the
-  // only one built. Variants 0 - 2 (per value head; column-wise solve on two
-  // warps, 1.38 vs 1.18 ms at 16/32 1 x 32768 on the H200) were removed after
-  // bench/results/2026-12-01-prefill-v3.md; the knob stays for A/B of the next.
-  static constexpr int kDefaultSolve = 3;
-  static bool IsSolveVariant(int variant) { return variant == kDefaultSolve; }
+  // Kernel 1's variant, ChunkPrepBlockedKernel (chunk_prep_blocked.cuh: T by
+  // blocks on all warps, ldmatrix operands from the raw bf16 q / k): 3 with
+  // the merges of T's blocks in fp32 FMA and 4-byte stores of P, W, U; 4 with
+  // the merges on tensor cores (split bf16) and P, W, U staged through shared
+  // memory (16-byte stores). Variants 0 - 2 (per value head; column-wise solve
+  // on two warps, 1.38 vs 1.18 ms for 3 at 16/32 1 x 32768 on the H200) were
+  // removed after bench/results/2026-12-01-prefill-v3.md.
+  static constexpr int kDefaultSolve = 4;
+  static bool IsSolveVariant(int variant) { return variant == 3 || variant == 4; }
   void set_solve_variant(int variant) { solve_variant_ = variant; }
 
   // Workspace bytes a call of this shape needs.

@@ -1,6 +1,7 @@
 // Template instances and launch of kernel 1, ChunkPrepBlockedKernel
 // (chunk_prep_blocked.cuh): K, V in {64, 128} x input dtype in {fp32, bf16,
-// fp16}, one block per (chunk, q/k head).
+// fp16} x variant (args.solve_variant 3: fp32 merges, direct stores; 4:
+// tensor-core merges, staged stores), one block per (chunk, q/k head).
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/chunked/chunk_prep_blocked.cuh"
@@ -11,16 +12,27 @@ namespace {
 
 // The shared-memory attribute is set once per instance (not a stream
 // operation, so launches stay capturable in CUDA graphs).
-template <int K, int V, typename In>
-cudaError_t Launch(const ChunkArgs& args, cudaStream_t stream) {
-  if (args.solve_variant != 3) return cudaErrorInvalidValue;
+template <int K, int V, typename In, bool kStaged>
+cudaError_t LaunchVariant(const ChunkArgs& args, cudaStream_t stream) {
   constexpr int kBytes = PrepBlockedSmem<K, V>::kBytes;
-  static const cudaError_t attr = cudaFuncSetAttribute(
-      ChunkPrepBlockedKernel<K, V, In>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(ChunkPrepBlockedKernel<K, V, In, kStaged>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
   if (attr != cudaSuccess) return attr;
   const dim3 grid(args.num_chunks, args.num_qk_heads);
-  ChunkPrepBlockedKernel<K, V, In><<<grid, kPrepThreads, kBytes, stream>>>(args);
+  ChunkPrepBlockedKernel<K, V, In, kStaged><<<grid, kPrepThreads, kBytes, stream>>>(args);
   return cudaGetLastError();
+}
+
+template <int K, int V, typename In>
+cudaError_t Launch(const ChunkArgs& args, cudaStream_t stream) {
+  switch (args.solve_variant) {
+    case 3:
+      return LaunchVariant<K, V, In, false>(args, stream);
+    case 4:
+      return LaunchVariant<K, V, In, true>(args, stream);
+  }
+  return cudaErrorInvalidValue;
 }
 
 template <int K, int V>

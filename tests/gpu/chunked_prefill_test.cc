@@ -197,11 +197,11 @@ TEST_F(ChunkedPrefillTest, GroupSizesOfTheGroupedKernel) {
   }
 }
 
-// Every kernel-1 variant (3: blocked solve, the only one now) with every V tile
+// Every kernel-1 variant (3: fp32 merges; 4: tensor-core merges, staged stores) with every V tile
 // of the state pass (16, 32, 64: 4, 4, 8 warps) on the same kind of inputs.
 TEST_F(ChunkedPrefillTest, EveryKernel1VariantAndVTile) {
   const std::vector<int> mix = {65, 1, 130, 64, 1000, 7, 257, 63, 2};
-  for (int variant : {cuda::ChunkedPrefill::kDefaultSolve}) {
+  for (int variant : {3, 4}) {
     for (int v_tile : {16, 32, 64}) {
       SCOPED_TRACE(absl::StrCat("kernel 1 variant ", variant, " v_tile ", v_tile));
       chunked_->Configure(variant, v_tile);

@@ -57,10 +57,10 @@ struct ChunkArgs {
   float scale = 0.0f;        // applied to q after the L2 norm
   bool fused_gating = false;
   bool l2_norm_qk = false;
-  // Kernel 1's variant: 3, ChunkPrepBlockedKernel (chunk_prep_blocked.cuh),
-  // the only one left (0 - 2 were earlier kernels, see
-  // bench/results/2026-12-01-prefill-v3.md); kept as a knob for the next.
-  int32_t solve_variant = 3;
+  // Kernel 1's variant, ChunkPrepBlockedKernel (chunk_prep_blocked.cuh): 3
+  // fp32 merges and direct stores, 4 tensor-core merges and staged stores
+  // (0 - 2 were earlier kernels, see bench/results/2026-12-01-prefill-v3.md).
+  int32_t solve_variant = 4;
 
   // Workspace (bf16 stored as uint16_t here; see the layout above).
   uint16_t* w = nullptr;

@@ -84,10 +84,11 @@ __device__ __forceinline__ float BlockDot(const float* x_row, const float* y_col
 
 // out = T X for one warp's part (rows 16 mt .. + 16, columns nh N / 2 .. + N / 2,
 // n-tiles in pairs) on tensor cores: T bf16 [64][kST] and X bf16 [64][N] (row
-// stride x_stride) in shared memory, out bf16 [64][N] in global memory.
+// stride x_stride) in shared memory, out bf16 [64][N] (row stride
+// out_stride) in global or shared memory.
 template <int N, int kST>
-__device__ __forceinline__ void ProductToGlobal(const bf16* T, const bf16* X, int x_stride,
-                                                bf16* out, int mt, int nh, int lane) {
+__device__ __forceinline__ void ProductTo(const bf16* T, const bf16* X, int x_stride, bf16* out,
+                                          int out_stride, int mt, int nh, int lane) {
   const int row = mt * 16 + (lane >> 2), tig = lane & 3;
   uint32_t a[4][4];
 #pragma unroll
@@ -103,14 +104,80 @@ __device__ __forceinline__ void ProductToGlobal(const bf16* T, const bf16* X, in
       Mma16816(acc0, a[ks], bf);
       Mma16816(acc1, a[ks], bf + 2);
     }
-    StorePair(out + row * N + n0 + 2 * tig, acc0[0], acc0[1]);
-    StorePair(out + (row + 8) * N + n0 + 2 * tig, acc0[2], acc0[3]);
-    StorePair(out + row * N + n0 + 8 + 2 * tig, acc1[0], acc1[1]);
-    StorePair(out + (row + 8) * N + n0 + 8 + 2 * tig, acc1[2], acc1[3]);
+    StorePair(out + row * out_stride + n0 + 2 * tig, acc0[0], acc0[1]);
+    StorePair(out + (row + 8) * out_stride + n0 + 2 * tig, acc0[2], acc0[3]);
+    StorePair(out + row * out_stride + n0 + 8 + 2 * tig, acc1[0], acc1[1]);
+    StorePair(out + (row + 8) * out_stride + n0 + 8 + 2 * tig, acc1[2], acc1[3]);
   }
 }
 
-template <int K, int V, typename In>
+// Copies a [64][N] bf16 tile from shared memory (row stride `stride`) to
+// contiguous global memory with 16-byte accesses, threads [first, first +
+// count) of the block sharing the pieces.
+template <int N>
+__device__ __forceinline__ void CopyTileToGlobal(const bf16* src, int stride, bf16* dst,
+                                                 int first, int count) {
+  for (int p = threadIdx.x - first; p < 64 * (N / 8); p += count) {
+    const int r = p / (N / 8), c = (p % (N / 8)) * 8;
+    *reinterpret_cast<uint4*>(dst + r * N + c) =
+        *reinterpret_cast<const uint4*>(src + r * stride + c);
+  }
+}
+
+// Two fp32 -> bf16 hi and lo parts: x ~ hi + lo to ~2^-16 relative.
+__device__ __forceinline__ void SplitBf16(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
+  const float2 hf = __bfloat1622float2(h);
+  hi = *reinterpret_cast<const uint32_t*>(&h);
+  lo = PackBf16(x0 - hf.x, x1 - hf.y);
+}
+
+// C = sign * sum_q X_q Y_q for 16 x 16 fp32 blocks in shared memory (row
+// stride kSF; X_q as [m][k], Y_q as [k][n]), by one warp on tensor cores in
+// split bf16 (lo hi + hi lo + hi hi, fp32 accumulate: ~2^-16 relative, where
+// the fp32 FMA form of step 2b/2c read one shared-memory element per FMA).
+template <int kSF, int kTerms>
+__device__ __forceinline__ void SplitMmaBlock(const float* const (&X)[kTerms],
+                                              const float* const (&Y)[kTerms], float* C,
+                                              float sign, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+  for (int q = 0; q < kTerms; ++q) {
+    uint32_t ah[4], al[4];
+    const float* x = X[q];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {  // a[e]: rows g (+ 8 for odd e), columns 2 t (+ 8 for e >= 2)
+      const float2 v = *reinterpret_cast<const float2*>(x + (g + 8 * (e & 1)) * kSF + 2 * t +
+                                                        8 * (e >> 1));
+      SplitBf16(v.x, v.y, ah[e], al[e]);
+    }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const float* y = Y[q] + nt * 8 + g;  // column 8 nt + g; b[e]: rows 2 t (+ 8 for e = 1)
+      uint32_t bh[2], bl[2];
+      SplitBf16(y[2 * t * kSF], y[(2 * t + 1) * kSF], bh[0], bl[0]);
+      SplitBf16(y[(2 * t + 8) * kSF], y[(2 * t + 9) * kSF], bh[1], bl[1]);
+      Mma16816(acc[nt], al, bh);
+      Mma16816(acc[nt], ah, bl);
+      Mma16816(acc[nt], ah, bh);
+    }
+  }
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    *reinterpret_cast<float2*>(C + g * kSF + nt * 8 + 2 * t) =
+        make_float2(sign * acc[nt][0], sign * acc[nt][1]);
+    *reinterpret_cast<float2*>(C + (g + 8) * kSF + nt * 8 + 2 * t) =
+        make_float2(sign * acc[nt][2], sign * acc[nt][3]);
+  }
+}
+
+// kStaged (variant 4) keeps the algorithm and its roundings but moves work
+// off the shared-memory / L1 pipe that bounds variant 3 (ncu, H200): the
+// merges of step 2 run as split-bf16 tensor-core products (SplitMmaBlock),
+// and P, W, U are staged in shared memory and written with 16-byte stores
+// instead of 4-byte stores spread over 8 rows.
+template <int K, int V, typename In, bool kStaged>
 __global__ void __launch_bounds__(kPrepThreads, 2)
     ChunkPrepBlockedKernel(const ChunkArgs args) {
   using S = PrepBlockedSmem<K, V>;
@@ -307,9 +374,12 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
     }
     __syncthreads();
 
-    // step 1: A (shared, fp32) and P (workspace) from kk, qk.
+    // step 1: A (shared, fp32) and P (workspace; staged in Tw's bytes when
+    // kStaged, copied out by warps 2-7 in step 2a) from kk, qk.
+    bf16* p_global = reinterpret_cast<bf16*>(args.p) + ch * 64 * 64;
     {
-      bf16* p_out = reinterpret_cast<bf16*>(args.p) + ch * 64 * 64;
+      bf16* p_out = kStaged ? Tw : p_global;
+      const int p_stride = kStaged ? kST : 64;
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll
@@ -325,7 +395,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
             Af[i * kSF + j] = j < i ? beta_s[i] * decay * kk[nt][2 * half + e] : 0.f;
             pv[e] = args.scale * decay * qk[nt][2 * half + e];
           }
-          StorePair(p_out + i * 64 + j0, pv[0], pv[1]);
+          StorePair(p_out + i * p_stride + j0, pv[0], pv[1]);
         }
       }
     }
@@ -356,6 +426,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
     } else {
       const int t = tid - 64;
       constexpr int kOtherThreads = kPrepThreads - 64;
+      if constexpr (kStaged) CopyTileToGlobal<64>(Tw, kST, p_global, 64, kOtherThreads);
       const float scale = args.scale;
       // qg [64][K] = bf16(scale exp(G_i) (q_i rq_i)): 16-byte pieces.
       bf16* qg_out = reinterpret_cast<bf16*>(args.qg) + ch * 64 * K;
@@ -394,41 +465,77 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
     }
     __syncthreads();
 
-    // step 2b: merge 16 -> 32. Thread (r, cc) = (tid / 16, tid % 16) of each
-    // 16 x 16 block. Y_p = A_{2p+1,2p} T_{2p,2p} into the scratch block
-    // (0, 2 + p) of Tf, then T_{2p+1,2p} = -T_{2p+1,2p+1} Y_p.
-    const int r = tid >> 4, cc = tid & 15;
-#pragma unroll
-    for (int p = 0; p < 2; ++p) {
-      Tf[r * kSF + 32 + 16 * p + cc] =
-          BlockDot<1>(Af + (32 * p + 16 + r) * kSF + 32 * p, Tf + 32 * p * kSF + 32 * p + cc, kSF);
-    }
-    __syncthreads();
-#pragma unroll
-    for (int p = 0; p < 2; ++p) {
-      Tf[(32 * p + 16 + r) * kSF + 32 * p + cc] =
-          -BlockDot<1>(Tf + (32 * p + 16 + r) * kSF + 32 * p + 16, Tf + 32 + 16 * p + cc, kSF);
-    }
-    __syncthreads();
-
+    // step 2b: merge 16 -> 32. Y_p = A_{2p+1,2p} T_{2p,2p} into the scratch
+    // block (0, 2 + p) of Tf, then T_{2p+1,2p} = -T_{2p+1,2p+1} Y_p.
     // step 2c: merge 32 -> 64. Y = A[32:64, 0:32] T[0:32, 0:32] into the
     // scratch quadrant Tf[0:32, 32:64] (block (a, b) of Y at rows 16 a, columns
     // 32 + 16 b; T[0:16, 16:32] is zero and skipped), then T[32:64, 0:32] =
     // -T[32:64, 32:64] Y (T[32:48, 48:64] is zero and skipped).
+    if constexpr (kStaged) {  // one warp per output block
+      if (warp < 2) {
+        const int p = warp;
+        SplitMmaBlock<kSF, 1>({Af + (32 * p + 16) * kSF + 32 * p}, {Tf + 32 * p * kSF + 32 * p},
+                              Tf + 32 + 16 * p, 1.f, lane);
+      }
+      __syncthreads();
+      if (warp < 2) {
+        const int p = warp;
+        SplitMmaBlock<kSF, 1>({Tf + (32 * p + 16) * kSF + 32 * p + 16}, {Tf + 32 + 16 * p},
+                              Tf + (32 * p + 16) * kSF + 32 * p, -1.f, lane);
+      }
+      __syncthreads();
+      if (warp < 4) {
+        const int a = warp >> 1, b = warp & 1;
+        const float* a_row = Af + (32 + 16 * a) * kSF;
+        if (b == 0) {
+          SplitMmaBlock<kSF, 2>({a_row, a_row + 16}, {Tf, Tf + 16 * kSF}, Tf + 16 * a * kSF + 32,
+                                1.f, lane);
+        } else {
+          SplitMmaBlock<kSF, 1>({a_row + 16}, {Tf + 16 * kSF + 16}, Tf + 16 * a * kSF + 48, 1.f,
+                                lane);
+        }
+      }
+      __syncthreads();
+      if (warp < 4) {
+        const int a = warp >> 1, b = warp & 1;
+        const float* y0 = Tf + 32 + 16 * b;  // Y_{0b}; Y_{1b} 16 rows below
+        if (a == 0) {
+          SplitMmaBlock<kSF, 1>({Tf + 32 * kSF + 32}, {y0}, Tf + 32 * kSF + 16 * b, -1.f, lane);
+        } else {
+          SplitMmaBlock<kSF, 2>({Tf + 48 * kSF + 32, Tf + 48 * kSF + 48}, {y0, y0 + 16 * kSF},
+                                Tf + 48 * kSF + 16 * b, -1.f, lane);
+        }
+      }
+      __syncthreads();
+    } else {  // fp32 FMA, thread (r, cc) = (tid / 16, tid % 16) of each block
+      const int r = tid >> 4, cc = tid & 15;
 #pragma unroll
-    for (int a = 0; a < 2; ++a) {
-      const float* a_row = Af + (32 + 16 * a + r) * kSF;
-      Tf[(16 * a + r) * kSF + 32 + cc] = BlockDot<2>(a_row, Tf + cc, kSF);
-      Tf[(16 * a + r) * kSF + 48 + cc] = BlockDot<1>(a_row + 16, Tf + 16 * kSF + 16 + cc, kSF);
-    }
-    __syncthreads();
+      for (int p = 0; p < 2; ++p) {
+        Tf[r * kSF + 32 + 16 * p + cc] = BlockDot<1>(Af + (32 * p + 16 + r) * kSF + 32 * p,
+                                                     Tf + 32 * p * kSF + 32 * p + cc, kSF);
+      }
+      __syncthreads();
 #pragma unroll
-    for (int b = 0; b < 2; ++b) {
-      const float* y_col = Tf + 32 + 16 * b + cc;
-      Tf[(32 + r) * kSF + 16 * b + cc] = -BlockDot<1>(Tf + (32 + r) * kSF + 32, y_col, kSF);
-      Tf[(48 + r) * kSF + 16 * b + cc] = -BlockDot<2>(Tf + (48 + r) * kSF + 32, y_col, kSF);
+      for (int p = 0; p < 2; ++p) {
+        Tf[(32 * p + 16 + r) * kSF + 32 * p + cc] =
+            -BlockDot<1>(Tf + (32 * p + 16 + r) * kSF + 32 * p + 16, Tf + 32 + 16 * p + cc, kSF);
+      }
+      __syncthreads();
+#pragma unroll
+      for (int a = 0; a < 2; ++a) {
+        const float* a_row = Af + (32 + 16 * a + r) * kSF;
+        Tf[(16 * a + r) * kSF + 32 + cc] = BlockDot<2>(a_row, Tf + cc, kSF);
+        Tf[(16 * a + r) * kSF + 48 + cc] = BlockDot<1>(a_row + 16, Tf + 16 * kSF + 16 + cc, kSF);
+      }
+      __syncthreads();
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        const float* y_col = Tf + 32 + 16 * b + cc;
+        Tf[(32 + r) * kSF + 16 * b + cc] = -BlockDot<1>(Tf + (32 + r) * kSF + 32, y_col, kSF);
+        Tf[(48 + r) * kSF + 16 * b + cc] = -BlockDot<2>(Tf + (48 + r) * kSF + 32, y_col, kSF);
+      }
+      __syncthreads();
     }
-    __syncthreads();
 
     // step 2d: Tw = bf16(T diag(bw)), Tu = bf16(T diag(beta)); thread = row
     // tid / 4, columns 16 (tid % 4) ..; blocks above the diagonal are zero.
@@ -458,9 +565,23 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
     CpAsyncWaitAll();
     __syncthreads();  // Tw, Tu and vb complete
 
-    // step 3: W = Tw k, U = Tu v on tensor cores -> workspace.
-    ProductToGlobal<K, kST>(Tw, kb, kSK, reinterpret_cast<bf16*>(args.w) + ch * 64 * K, mt, nh, lane);
-    ProductToGlobal<V, kST>(Tu, vb, kSV, reinterpret_cast<bf16*>(args.u) + ch * 64 * V, mt, nh, lane);
+    // step 3: W = Tw k, U = Tu v on tensor cores -> workspace (kStaged: via
+    // [64][K+8] / [64][V+8] bf16 tiles over Af / Tf, which are free now).
+    bf16* w_out = reinterpret_cast<bf16*>(args.w) + ch * 64 * K;
+    bf16* u_out = reinterpret_cast<bf16*>(args.u) + ch * 64 * V;
+    if constexpr (kStaged) {
+      static_assert(64 * (K + 8) * 2 <= S::kF && 64 * (V + 8) * 2 <= S::kF, "staging fits");
+      bf16* w_stage = reinterpret_cast<bf16*>(Af);
+      bf16* u_stage = reinterpret_cast<bf16*>(Tf);
+      ProductTo<K, kST>(Tw, kb, kSK, w_stage, K + 8, mt, nh, lane);
+      ProductTo<V, kST>(Tu, vb, kSV, u_stage, V + 8, mt, nh, lane);
+      __syncthreads();
+      CopyTileToGlobal<K>(w_stage, K + 8, w_out, 0, kPrepThreads);
+      CopyTileToGlobal<V>(u_stage, V + 8, u_out, 0, kPrepThreads);
+    } else {
+      ProductTo<K, kST>(Tw, kb, kSK, w_out, K, mt, nh, lane);
+      ProductTo<V, kST>(Tu, vb, kSV, u_out, V, mt, nh, lane);
+    }
     __syncthreads();  // vb, Af / Tf / Tw / Tu and the gate arrays are reused by the next head
   }
 }

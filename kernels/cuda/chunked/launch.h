@@ -11,7 +11,7 @@
 
 namespace gdn::cuda::chunked {
 
-// Grid (num_chunks, Hqk); args.solve_variant must be 3 (the one kernel 1).
+// Grid (num_chunks, Hqk); args.solve_variant (3 or 4) picks kernel 1's variant.
 // Returns the launch error (cudaGetLastError).
 cudaError_t LaunchChunkPrep(const GdnOptions& options, const ChunkArgs& args,
                             cudaStream_t stream);
