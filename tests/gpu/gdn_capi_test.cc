@@ -143,14 +143,12 @@ TEST_F(CudaBackendTest, CapiPrefillRoutesAndForcesKernels) {
        [&](const gdn_capi_args* a) { return gdn_prefill_variant(&config, a, nullptr, 2); }},
       {"variant 1 (recurrent)", false,
        [&](const gdn_capi_args* a) { return gdn_prefill_variant(&config, a, nullptr, 1); }},
-      {"tuned v_tile 64, grouped kernel 1", true,
-       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 64, 3, 2); }},
+      {"tuned v_tile 64, kernel 1 variant 4", true,
+       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 64, 3, 4); }},
       {"tuned v_tile 16, default kernel 1", true,
        [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 16, 3, -1); }},
       {"tuned v_tile 32, kernel 1 variant 3", true,
        [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 32, 3, 3); }},
-      {"tuned v_tile 64, kernel 1 variant 4", true,
-       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 64, 3, 4); }},
       {"stages 1 then 2", true,
        [&](const gdn_capi_args* a) {
          const int rc = gdn_chunked_prefill_tuned(&config, a, nullptr, 0, 1, -1);
