@@ -1,6 +1,8 @@
 #include "bench/eval/eval_config.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -94,6 +96,13 @@ absl::StatusOr<EvalFlags> ParseFlags(int argc, char** argv) {
     else if (key == "cpu_threads") ok = absl::SimpleAtoi(value, &f.cpu_threads);
     else if (key == "seed") ok = absl::SimpleAtoi(value, &f.seed);
     else if (key == "time_budget_s") ok = absl::SimpleAtod(value, &f.time_budget_s);
+    else if (key == "lengths") {
+      for (absl::string_view part : absl::StrSplit(value, ',')) {
+        int length = 0;
+        ok = ok && absl::SimpleAtoi(part, &length) && length > 0;
+        f.lengths.push_back(length);
+      }
+    }
     else return absl::InvalidArgumentError(absl::StrCat("unknown flag --", key));
     if (!ok) return absl::InvalidArgumentError(absl::StrCat("bad value for --", key, ": ", value));
   }
@@ -101,6 +110,32 @@ absl::StatusOr<EvalFlags> ParseFlags(int argc, char** argv) {
     return absl::InvalidArgumentError("--grid must be ci or full");
   }
   return f;
+}
+
+absl::StatusOr<Grid> RestrictLengths(Grid grid, const std::vector<int>& lengths) {
+  if (lengths.empty()) return grid;
+  auto keep = [&](std::vector<int>* list) {
+    std::vector<int> kept;
+    for (int l : *list) {
+      if (std::find(lengths.begin(), lengths.end(), l) != lengths.end()) kept.push_back(l);
+    }
+    *list = std::move(kept);
+  };
+  for (int l : lengths) {
+    bool known = false;
+    for (const std::vector<int>* list :
+         {&grid.check_lengths, &grid.single_head_lengths, &grid.perf_lengths}) {
+      known |= std::find(list->begin(), list->end(), l) != list->end();
+    }
+    if (!known) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--lengths: ", l, " is not a length of the ", grid.name, " grid"));
+    }
+  }
+  keep(&grid.check_lengths);
+  keep(&grid.single_head_lengths);
+  keep(&grid.perf_lengths);
+  return grid;
 }
 
 bool SectionEnabled(const EvalFlags& flags, const std::string& section) {

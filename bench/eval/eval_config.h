@@ -59,6 +59,13 @@ struct Grid {
 
 Grid MakeGrid(const std::string& name);  // "ci" or "full"; else empty name
 
+// The grid with only `lengths` (when not empty) kept in check_lengths,
+// single_head_lengths and perf_lengths, order unchanged; InvalidArgument if a
+// length is in none of them (a typo must not silently run nothing). The
+// extreme inputs, decode, baselines and stability are not length-indexed and
+// stay as they are.
+absl::StatusOr<Grid> RestrictLengths(Grid grid, const std::vector<int>& lengths);
+
 struct EvalFlags {
   std::string grid = "ci";
   std::string backend = "cpu";  // cpu | cuda | auto
@@ -69,6 +76,10 @@ struct EvalFlags {
   double time_budget_s = 0;  // 0: the grid's default; whole run
   std::string commit;        // recorded in the report
   std::string command;       // the command line, recorded
+  // --lengths=L1,L2,...: run only these of the grid's sequence lengths
+  // (correctness grid, single-head lengths, prefill performance), e.g. to
+  // finish a grid that one device call could not; empty: all of them.
+  std::vector<int> lengths;
 };
 
 // --key=value flags; unknown flags are an error (a typo must not silently run

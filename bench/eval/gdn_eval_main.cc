@@ -3,6 +3,7 @@
 //   gdn-eval --grid=ci|full --backend=cpu|cuda|auto --out_dir=DIR
 //            [--sections=correctness,performance,baselines,stability]
 //            [--time_budget_s=S] [--cpu_threads=N] [--seed=N] [--commit=SHA]
+//            [--lengths=L1,L2,...]   (only these of the grid's lengths)
 //
 // Writes DIR/report.json and DIR/report.md (plot_eval.py turns the JSON into
 // PNGs). Sections share the time budget (work that does not fit is recorded
@@ -69,7 +70,12 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "gdn-eval: %s\n", std::string(backend.status().message()).c_str());
     return 1;
   }
-  const Grid grid = MakeGrid(flags->grid);
+  const absl::StatusOr<Grid> restricted = RestrictLengths(MakeGrid(flags->grid), flags->lengths);
+  if (!restricted.ok()) {
+    std::fprintf(stderr, "gdn-eval: %s\n", std::string(restricted.status().message()).c_str());
+    return 1;
+  }
+  const Grid& grid = *restricted;
   std::error_code ec;
   std::filesystem::create_directories(flags->out_dir, ec);
   if (ec) {

@@ -7,7 +7,8 @@
 #   3. plot_eval.py when matplotlib is there (else plot here afterwards).
 # Budgets (seconds) fit one 10-minute call: EVAL_BUDGET_S (default 380) and
 # BASELINE_BUDGET_S (150; 0 skips gpu_baselines.py). SECTIONS (default all)
-# is gdn-eval's --sections, so the full grid can take three calls:
+# is gdn-eval's --sections and EVAL_ARGS more gdn-eval flags (e.g.
+# --lengths=131072), so the full grid can take several calls:
 #   SECTIONS=correctness EVAL_BUDGET_S=500 BASELINE_BUDGET_S=0
 #   SECTIONS=performance EVAL_BUDGET_S=500 BASELINE_BUDGET_S=0
 #   SECTIONS=baselines,stability EVAL_BUDGET_S=280 BASELINE_BUDGET_S=200
@@ -31,7 +32,7 @@ nvidia-smi --query-gpu=timestamp,utilization.gpu,utilization.memory,memory.used 
 smi_pid=$!
 timeout "$(( ${EVAL_BUDGET_S:-380} + 60 ))" "$b/bin/gdn-eval" --grid=full --backend=cuda \
   --sections="${SECTIONS:-all}" --out_dir="$OUT/eval" --commit="$commit" \
-  --time_budget_s="${EVAL_BUDGET_S:-380}" > "$OUT/eval/eval.log" 2>&1
+  --time_budget_s="${EVAL_BUDGET_S:-380}" ${EVAL_ARGS:-} > "$OUT/eval/eval.log" 2>&1
 rc_eval=$?
 kill "$smi_pid" 2>/dev/null
 tail -5 "$OUT/eval/eval.log"
