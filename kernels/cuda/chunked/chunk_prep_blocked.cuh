@@ -1,10 +1,12 @@
-// Kernel 1 of the chunked prefill (variant 3): one block of 8 warps per
-// (global chunk, q/k head), looping over the G = Hv / Hqk value heads of that
-// q/k head. It replaced ChunkPrepGroupKernel (variant 2, same structure; see
-// git history and bench/results/2026-12-01-prefill-v3.md) with what an Nsight
-// Compute profile of that kernel asked for (H200, 16/32 1 x 32768: 26% of its
-// warps' time waited at the barrier behind its two solver warps, 25% of its
-// instructions built tensor-core fragments from fp32 columns):
+// Kernel 1 of the chunked prefill (variants 3 and 4, the template flag
+// kStaged below; 4 is the default): one block of 8 warps per (global chunk,
+// q/k head), looping over the G = Hv / Hqk value heads of that q/k head. It
+// replaced ChunkPrepGroupKernel (variant 2, same structure; see git history
+// and bench/results/2026-12-01-prefill-v3.md / -v4.md) with what Nsight
+// Compute profiles asked for (H200, 16/32 1 x 32768: 26% of variant 2's warp
+// time waited at the barrier behind its two solver warps, 25% of its
+// instructions built tensor-core fragments from fp32 columns; variant 3 was
+// then bound by the shared-memory / L1 pipe, which variant 4 relieves):
 //   - q, k stay raw in shared memory (bf16, exact for bf16 inputs) with their
 //     inverse L2 norms rq, rk beside them; every tensor-core operand comes
 //     from shared memory by ldmatrix (transposing where needed) and the norms
@@ -13,7 +15,8 @@
 //       W = T diag(beta exp(G) rk) k,   U = T diag(beta) v;
 //   - T = (I + A)^-1 by blocks on all 8 warps: the four 16 x 16 diagonal
 //     blocks by forward substitution (warps 0-1, one column per thread) while
-//     warps 2-7 write qg and kdt, then two merges in fp32 (16 -> 32 -> 64):
+//     warps 2-7 write qg and kdt, then two merges (16 -> 32 -> 64), fp32 FMA
+//     (variant 3) or split-bf16 tensor-core products (variant 4):
 //       [[T0, 0], [X, T1]] with X = -T1 A10 T0 (block rows of 16, then 32).
 // Per value head h:
 //   step 0  v of head h -> vb (bf16; cp.async for bf16 inputs), gating
