@@ -203,11 +203,11 @@ class Ours:
         a.num_pages = pool.shape[0]
         return Call(c, a, o, pool, pages_out, (pin, pout, o, pool, p))
 
-    def call(self, call, kernel="chunked", v_tile=0, stages=3, prep=-1):
+    def call(self, call, kernel="chunked", v_tile=0, stages=3, prep=-1, state=-1):
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         c, a = ctypes.byref(call.c), ctypes.byref(call.a)
         if kernel == "chunked":
-            rc = self.lib.gdn_chunked_prefill_tuned(c, a, stream, v_tile, stages, prep)
+            rc = self.lib.gdn_chunked_prefill_tuned(c, a, stream, v_tile, stages, prep, state)
         elif kernel == "auto":
             rc = self.lib.gdn_prefill(c, a, stream)
         elif kernel == "recurrent":
@@ -539,6 +539,14 @@ def bench_row(ours, fla_fn, hqk, hv, N, L, fla_pub, copy_tbs, gemm_tf, deadline)
     for vt in (16, 32, 64):
         row[f"ours_state_vt{vt}_ms"], _, _ = time_ms(lambda: ours.call(call, stages=2, v_tile=vt),
                                                      max_s=0.1, max_reps=5)
+    # Kernel 2's variants (chunked_prefill.h) at the auto V tile, and variant 1
+    # (the previous default) at each V tile, same run.
+    for sv in (1, 2, 3, 4):
+        row[f"ours_state_k2v{sv}_ms"], _, _ = time_ms(
+            lambda: ours.call(call, stages=2, state=sv), max_s=0.1, max_reps=5)
+    for vt in (16, 32, 64):
+        row[f"ours_state_k2v1_vt{vt}_ms"], _, _ = time_ms(
+            lambda: ours.call(call, stages=2, v_tile=vt, state=1), max_s=0.1, max_reps=5)
     print(f"  ours {row['ours_ms']:.3f} ms (kernel 1 {row['ours_prep_ms']:.3f}, kernel 2 "
           f"{row['ours_state_ms']:.3f}) [{time.time() - T0:.0f}s]", flush=True)
     fo = fS = None

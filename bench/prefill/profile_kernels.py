@@ -34,6 +34,7 @@ def main():
     ap.add_argument("--rows", default="16/32/1/32768", help="Hqk/Hv/N/L, comma-separated")
     ap.add_argument("--v-tile", type=int, default=0)
     ap.add_argument("--prep-variants", default="-1", help="kernel-1 variants to profile, comma-separated")
+    ap.add_argument("--state-variants", default="-1", help="kernel-2 variants to profile, comma-separated")
     ap.add_argument("--fla", action="store_true", help="kernel tables of FLA and ours, no ncu window")
     args = ap.parse_args()
     ours = Ours(args.capi)
@@ -54,13 +55,17 @@ def main():
             del p, call
             continue
         variants = [int(x) for x in args.prep_variants.split(",")]
+        states = [int(x) for x in args.state_variants.split(",")]
         for prep in variants:  # outside the window: each variant's first launch
             ours.call(call, stages=1, prep=prep)
+        for state in states:
+            ours.call(call, stages=2, v_tile=args.v_tile, state=state)
         torch.cuda.synchronize()
         torch.cuda.profiler.start()
         for prep in variants:
             ours.call(call, stages=1, prep=prep)
-        ours.call(call, stages=2, v_tile=args.v_tile)
+        for state in states:
+            ours.call(call, stages=2, v_tile=args.v_tile, state=state)
         torch.cuda.synchronize()
         torch.cuda.profiler.stop()
         print(f"profiled {spec}", flush=True)

@@ -107,6 +107,7 @@ struct ChunkedKnobs {
   int v_tile = 0;
   int stages = 3;
   int prep_variant = -1;
+  int state_variant = -1;
 };
 
 absl::Status RunPrefill(const gdn_capi_config* config, const gdn_capi_args* args, void* stream,
@@ -130,12 +131,17 @@ absl::Status RunPrefill(const gdn_capi_config* config, const gdn_capi_args* args
   if (knobs.prep_variant != -1 && !cuda::ChunkedPrefill::IsSolveVariant(knobs.prep_variant)) {
     return absl::InvalidArgumentError(absl::StrCat("prep_variant ", knobs.prep_variant));
   }
+  if (knobs.state_variant != -1 && !cuda::ChunkedPrefill::IsStateVariant(knobs.state_variant)) {
+    return absl::InvalidArgumentError(absl::StrCat("state_variant ", knobs.state_variant));
+  }
   Launchers& launchers = GetLaunchers();
   std::lock_guard<std::mutex> lock(launchers.mu);
   std::unique_ptr<cuda::ChunkedPrefill>& launcher = launchers.by_stream[stream];
   if (launcher == nullptr) launcher = std::make_unique<cuda::ChunkedPrefill>();
   launcher->set_solve_variant(knobs.prep_variant < 0 ? cuda::ChunkedPrefill::kDefaultSolve
                                                      : knobs.prep_variant);
+  launcher->set_state_variant(knobs.state_variant < 0 ? cuda::ChunkedPrefill::kDefaultState
+                                                      : knobs.state_variant);
   if (knobs.v_tile == 0 && knobs.stages == 3) {  // the routed operator itself
     return cuda::LaunchPrefill(options, params, cuda_stream, *launcher,
                                cuda::PrefillKernel::kChunked);
@@ -167,11 +173,13 @@ int gdn_prefill_variant(const gdn_capi_config* config, const gdn_capi_args* args
 }
 
 int gdn_chunked_prefill_tuned(const gdn_capi_config* config, const gdn_capi_args* args,
-                              void* stream, int v_tile, int stages, int prep_variant) {
+                              void* stream, int v_tile, int stages, int prep_variant,
+                              int state_variant) {
   gdn::ChunkedKnobs knobs;
   knobs.v_tile = v_tile;
   knobs.stages = stages;
   knobs.prep_variant = prep_variant;
+  knobs.state_variant = state_variant;
   return gdn::Finish(
       gdn::RunPrefill(config, args, stream, gdn::cuda::PrefillKernel::kChunked, knobs));
 }

@@ -99,10 +99,13 @@ GDN_CAPI_EXPORT int gdn_prefill_variant(const gdn_capi_config* config,
  *                 pass over the workspace the previous call on this stream with
  *                 the same arguments left; o and the final pages are written);
  *   prep_variant  -1 the default (4), 3 kernel 1 with fp32 merges and direct
- *                 stores, 4 with tensor-core merges and staged stores. */
+ *                 stores, 4 with tensor-core merges and staged stores;
+ *   state_variant -1 the default (3), 1 - 4 kernel 2's variants
+ *                 (kernels/cuda/chunked_prefill.h). */
 GDN_CAPI_EXPORT int gdn_chunked_prefill_tuned(const gdn_capi_config* config,
                                               const gdn_capi_args* args, void* stream,
-                                              int v_tile, int stages, int prep_variant);
+                                              int v_tile, int stages, int prep_variant,
+                                              int state_variant);
 /* Bytes of chunked-prefill workspace the library holds for `stream` (0: none). */
 GDN_CAPI_EXPORT int64_t gdn_prefill_workspace_bytes(void* stream);
 /* Decode with a forced variant (0 auto, 1 small, 2 large, 3 wide, 4 persistent,

@@ -45,10 +45,11 @@ def load(path):
         f = getattr(lib, entry)
         f.argtypes = [ctypes.POINTER(Config), ctypes.POINTER(Args), ctypes.c_void_p, ctypes.c_int]
         f.restype = ctypes.c_int
-    # (config, args, stream, v_tile, stages, prep_variant): the chunked kernel's knobs.
+    # (config, args, stream, v_tile, stages, prep_variant, state_variant): the
+    # chunked kernel's knobs.
     lib.gdn_chunked_prefill_tuned.argtypes = [ctypes.POINTER(Config), ctypes.POINTER(Args),
                                               ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
-                                              ctypes.c_int]
+                                              ctypes.c_int, ctypes.c_int]
     lib.gdn_chunked_prefill_tuned.restype = ctypes.c_int
     lib.gdn_prefill_workspace_bytes.argtypes = [ctypes.c_void_p]
     lib.gdn_prefill_workspace_bytes.restype = ctypes.c_int64

@@ -185,6 +185,8 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
   args.scale = options.effective_scale();
   args.fused_gating = options.gating == GatingMode::kFused;
   args.l2_norm_qk = options.l2_norm_qk;
+  args.io_dtype = options.input_dtype;
+  args.state_dtype = options.state_dtype;
   args.solve_variant = solve_variant_;
   args.w = reinterpret_cast<uint16_t*>(ws + layout.w);
   args.u = reinterpret_cast<uint16_t*>(ws + layout.u);
@@ -196,6 +198,10 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
   if (!IsSolveVariant(solve_variant_)) {
     return absl::InvalidArgumentError(absl::StrCat("chunked prefill: kernel 1 variant ",
                                                    solve_variant_));
+  }
+  if (!IsStateVariant(state_variant_)) {
+    return absl::InvalidArgumentError(absl::StrCat("chunked prefill: kernel 2 variant ",
+                                                   state_variant_));
   }
   if (v_tile == 0) {
     // Blocks of the state pass: sequences x value heads x V / VT. A wider
@@ -222,7 +228,7 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
     GDN_CUDA_RETURN_IF_ERROR(chunked::LaunchChunkPrep(options, args, stream));
   }
   if (stages & 2) {
-    GDN_CUDA_RETURN_IF_ERROR(chunked::LaunchStatePass(options, args, v_tile, stream));
+    GDN_CUDA_RETURN_IF_ERROR(chunked::LaunchStatePass(options, args, v_tile, state_variant_, stream));
   }
   return absl::OkStatus();
 }

@@ -60,6 +60,15 @@ class ChunkedPrefill {
   static bool IsSolveVariant(int variant) { return variant == 3 || variant == 4; }
   void set_solve_variant(int variant) { solve_variant_ = variant; }
 
+  // Kernel 2's variant: 1 state_pass.cuh (cp.async, scalar fragment loads,
+  // transposed S / U'); 2 state_pass_bulk.cuh (bulk copies, ldmatrix, S / U'
+  // row-major); 3 the same with W, Qg, Kd, P multicast over a cluster of the
+  // head's V-tile blocks (2 where those clusters would not all be resident);
+  // 4 as 3 with twice the warps (16 columns each). All give the same bits.
+  static constexpr int kDefaultState = 3;
+  static bool IsStateVariant(int variant) { return variant >= 1 && variant <= 4; }
+  void set_state_variant(int variant) { state_variant_ = variant; }
+
   // Workspace bytes a call of this shape needs.
   static size_t WorkspaceBytes(const GdnOptions& options, int num_seqs,
                                int num_chunks);
@@ -69,6 +78,7 @@ class ChunkedPrefill {
   void* workspace_ = nullptr;  // cudaMallocAsync on the caller's stream
   size_t workspace_bytes_ = 0;
   int solve_variant_ = kDefaultSolve;
+  int state_variant_ = kDefaultState;
 };
 
 }  // namespace gdn::cuda

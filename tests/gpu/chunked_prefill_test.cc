@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,10 +65,12 @@ class ChunkedOnlyBackend : public Backend {
   absl::Status Synchronize() override { return inner_.Synchronize(); }
   DeviceMemoryInfo MemoryInfo() const override { return inner_.MemoryInfo(); }
 
-  // Kernel 1's variant (ChunkedPrefill::set_solve_variant) and the V tile
-  // (0 auto) of the following calls.
-  void Configure(int kernel1_variant, int v_tile) {
+  // Kernel 1's and kernel 2's variants (ChunkedPrefill::set_solve_variant,
+  // set_state_variant) and the V tile (0 auto) of the following calls.
+  void Configure(int kernel1_variant, int v_tile,
+                 int kernel2_variant = cuda::ChunkedPrefill::kDefaultState) {
     chunked_.set_solve_variant(kernel1_variant);
+    chunked_.set_state_variant(kernel2_variant);
     v_tile_ = v_tile;
   }
 
@@ -211,6 +214,53 @@ TEST_F(ChunkedPrefillTest, EveryKernel1VariantAndVTile) {
       fused.gating = GatingMode::kFused;
       fused.state_dtype = StateDType::kBF16;
       ExpectPrefillMatches(fused, {200, 64}, true, testing::GateProfile::kStrongDecay);
+    }
+  }
+  chunked_->Configure(cuda::ChunkedPrefill::kDefaultSolve, 0);
+}
+
+// Every kernel-2 variant (1 cp.async; 2 bulk copies; 3 multicast over the
+// head's V-tile cluster; 4 as 3 with twice the warps) with every V tile:
+// within the oracle's bars, and bitwise equal to variant 1 (the same products
+// in the same order), o and every final state.
+TEST_F(ChunkedPrefillTest, EveryKernel2VariantAndVTileGiveTheSameBits) {
+  const std::vector<int> mix = {65, 1, 130, 64, 1000, 7, 257, 63, 2};
+  struct Shape {
+    GdnOptions options;
+    std::vector<int> lens;
+  };
+  GdnOptions bf16_state = Options(2, 4, 128, 64);
+  bf16_state.state_dtype = StateDType::kBF16;
+  GdnOptions fp32_io = Options(1, 2, 64, 128);
+  fp32_io.input_dtype = DType::kF32;
+  const std::vector<Shape> shapes = {
+      {Options(2, 4, 128, 128), mix}, {bf16_state, {200, 64, 3}}, {fp32_io, {1000, 65}}};
+  for (const Shape& shape : shapes) {
+    const uint64_t seed = FreshSeed();
+    const oracle::Inputs inputs = testing::MakeRandomInputs(shape.options, shape.lens, seed, true);
+    for (int v_tile : {16, 32, 64}) {
+      std::optional<testing::BackendOutputs> first;
+      for (int variant = 1; variant <= 4; ++variant) {
+        SCOPED_TRACE(absl::StrCat(DescribeOptions(shape.options), " seed ", seed, " v_tile ",
+                                  v_tile, " kernel 2 variant ", variant));
+        chunked_->Configure(cuda::ChunkedPrefill::kDefaultSolve, v_tile, variant);
+        absl::StatusOr<testing::BackendOutputs> got = testing::RunOnBackend(
+            *chunked_, shape.options, inputs, testing::EntryPoint::kPrefill);
+        ASSERT_TRUE(got.ok()) << got.status();
+        if (!first.has_value()) {
+          const oracle::Outputs want = oracle::Run(shape.options, inputs);
+          const testing::ErrorStats o_err =
+              testing::Compare(got->o.data(), want.o.data(), want.o.size());
+          EXPECT_LE(o_err.max_abs_rel, kMaxAbsRelTolerance) << testing::ToString(o_err);
+          first = *std::move(got);
+          continue;
+        }
+        EXPECT_EQ(got->o, first->o) << "o differs from variant 1";
+        ASSERT_EQ(got->final_states.size(), first->final_states.size());
+        for (size_t i = 0; i < got->final_states.size(); ++i) {
+          EXPECT_EQ(got->final_states[i], first->final_states[i]) << "state " << i;
+        }
+      }
     }
   }
   chunked_->Configure(cuda::ChunkedPrefill::kDefaultSolve, 0);

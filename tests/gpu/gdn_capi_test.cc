@@ -144,15 +144,21 @@ TEST_F(CudaBackendTest, CapiPrefillRoutesAndForcesKernels) {
       {"variant 1 (recurrent)", false,
        [&](const gdn_capi_args* a) { return gdn_prefill_variant(&config, a, nullptr, 1); }},
       {"tuned v_tile 64, kernel 1 variant 4", true,
-       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 64, 3, 4); }},
+       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 64, 3, 4, -1); }},
       {"tuned v_tile 16, default kernel 1", true,
-       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 16, 3, -1); }},
+       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 16, 3, -1, -1); }},
       {"tuned v_tile 32, kernel 1 variant 3", true,
-       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 32, 3, 3); }},
+       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 32, 3, 3, -1); }},
+      {"tuned v_tile 32, kernel 2 variant 1", true,
+       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 32, 3, -1, 1); }},
+      {"tuned v_tile 16, kernel 2 variant 2", true,
+       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 16, 3, -1, 2); }},
+      {"tuned v_tile 64, kernel 2 variant 4", true,
+       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 64, 3, -1, 4); }},
       {"stages 1 then 2", true,
        [&](const gdn_capi_args* a) {
-         const int rc = gdn_chunked_prefill_tuned(&config, a, nullptr, 0, 1, -1);
-         return rc != GDN_CAPI_OK ? rc : gdn_chunked_prefill_tuned(&config, a, nullptr, 0, 2, -1);
+         const int rc = gdn_chunked_prefill_tuned(&config, a, nullptr, 0, 1, -1, -1);
+         return rc != GDN_CAPI_OK ? rc : gdn_chunked_prefill_tuned(&config, a, nullptr, 0, 2, -1, -1);
        }},
   };
   for (const Case& c : cases) {
@@ -199,13 +205,16 @@ TEST_F(CudaBackendTest, CapiReportsBadArguments) {
   config.head_dim_v = 64;
   EXPECT_EQ(gdn_decode_variant(&config, &args, nullptr, 7), 3);
   EXPECT_EQ(gdn_prefill_variant(&config, &args, nullptr, 3), 3);
-  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 48, 3, -1), 3);
+  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 48, 3, -1, -1), 3);
   EXPECT_NE(std::string(gdn_last_error()).find("v_tile"), std::string::npos) << gdn_last_error();
-  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 0, -1), 3);
-  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, 5), 3);
+  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 0, -1, -1), 3);
+  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, 5, -1), 3);
+  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, -1, 5), 3);
+  EXPECT_NE(std::string(gdn_last_error()).find("state_variant"), std::string::npos)
+      << gdn_last_error();
   // Kernel-1 variants 0 - 2 were removed.
-  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, 0), 3);
-  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, 2), 3);
+  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, 0, -1), 3);
+  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, 2, -1), 3);
   config.head_dim_k = 96;  // the recurrent kernels refuse it too (ValidateOptions)
   EXPECT_EQ(gdn_prefill_variant(&config, &args, nullptr, 2), 3);
 }

@@ -23,6 +23,8 @@
 
 #include <cstdint>
 
+#include "kernels/gdn_types.h"
+
 namespace gdn::cuda::chunked {
 
 inline constexpr int kChunk = 64;
@@ -57,6 +59,8 @@ struct ChunkArgs {
   float scale = 0.0f;        // applied to q after the L2 norm
   bool fused_gating = false;
   bool l2_norm_qk = false;
+  DType io_dtype = DType::kBF16;              // q, k, v, o
+  StateDType state_dtype = StateDType::kF32;  // the pages
   // Kernel 1's variant, ChunkPrepBlockedKernel (chunk_prep_blocked.cuh): 3
   // fp32 merges and direct stores, 4 tensor-core merges and staged stores
   // (0 - 2 were earlier kernels, see bench/results/2026-12-01-prefill-v3.md).

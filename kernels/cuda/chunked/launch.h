@@ -16,9 +16,10 @@ namespace gdn::cuda::chunked {
 cudaError_t LaunchChunkPrep(const GdnOptions& options, const ChunkArgs& args,
                             cudaStream_t stream);
 
-// Grid N * Hv * (V / v_tile); v_tile is 16, 32 or 64.
+// Grid N * Hv * (V / v_tile); v_tile is 16, 32 or 64; variant 1 - 4 as in
+// chunked_prefill_state.cu.
 cudaError_t LaunchStatePass(const GdnOptions& options, const ChunkArgs& args,
-                            int v_tile, cudaStream_t stream);
+                            int v_tile, int variant, cudaStream_t stream);
 
 // Fills args.chunk_table from args.cu_seqlens on the device (one block).
 cudaError_t LaunchChunkTable(const ChunkArgs& args, cudaStream_t stream);
