@@ -100,7 +100,7 @@ GDN_CAPI_EXPORT int gdn_prefill_variant(const gdn_capi_config* config,
  *                 the same arguments left; o and the final pages are written);
  *   prep_variant  -1 the default (4), 3 kernel 1 with fp32 merges and direct
  *                 stores, 4 with tensor-core merges and staged stores;
- *   state_variant -1 the default (3), 1 - 4 kernel 2's variants
+ *   state_variant -1 the default (2), 1 - 3 kernel 2's variants
  *                 (kernels/cuda/chunked_prefill.h). */
 GDN_CAPI_EXPORT int gdn_chunked_prefill_tuned(const gdn_capi_config* config,
                                               const gdn_capi_args* args, void* stream,

@@ -60,13 +60,11 @@ class ChunkedPrefill {
   static bool IsSolveVariant(int variant) { return variant == 3 || variant == 4; }
   void set_solve_variant(int variant) { solve_variant_ = variant; }
 
-  // Kernel 2's variant: 1 state_pass.cuh (cp.async, scalar fragment loads,
-  // transposed S / U'); 2 state_pass_bulk.cuh (bulk copies, ldmatrix, S / U'
-  // row-major); 3 the same with W, Qg, Kd, P multicast over a cluster of the
-  // head's V-tile blocks (2 where those clusters would not all be resident);
-  // 4 as 3 with twice the warps (16 columns each). All give the same bits.
-  static constexpr int kDefaultState = 3;
-  static bool IsStateVariant(int variant) { return variant >= 1 && variant <= 4; }
+  // Kernel 2's variant (chunked_prefill_state.cu): 1 32 columns per warp and
+  // 32-bit fragment loads; 2 half the columns per warp (twice the warps) and
+  // ldmatrix; 3 32 columns per warp and ldmatrix. All give the same bits.
+  static constexpr int kDefaultState = 2;
+  static bool IsStateVariant(int variant) { return variant >= 1 && variant <= 3; }
   void set_state_variant(int variant) { state_variant_ = variant; }
 
   // Workspace bytes a call of this shape needs.

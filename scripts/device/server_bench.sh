@@ -16,8 +16,12 @@ say() { echo "== $* ($(date -u +%H:%M:%S))" | tee -a "$LOG"; }
 say "device"
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; cat .bundle/COMMIT; } 2>&1 | tee -a "$LOG"
 
-# The GPU tests of what the server runs (cuda backend, chunked prefill), first.
-for t in chunked_prefill_test cuda_backend_test; do
+# The GPU tests of what the server runs (cuda backend, chunked prefill),
+# first (SKIP_TESTS=1: already run in this call). WORKLOADS picks the
+# gdn-bench runs (default "decode prefill").
+tests="chunked_prefill_test cuda_backend_test"
+[ -n "${SKIP_TESTS:-}" ] && tests=""
+for t in $tests; do
   if [ -x $B/$t ]; then
     say "$t"
     timeout 120 $B/$t 2>&1 | grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|OK \]|Failure|error" | tee -a "$LOG"
@@ -50,11 +54,12 @@ run_bench() {  # name, then gdn-bench flags
   echo "rc ${PIPESTATUS[0]}" | tee -a "$LOG"
 }
 
+workloads=" ${WORKLOADS:-decode prefill} "
 # Decode-heavy: 128 sessions, 32 per call (a model runner's batch), all 36 layers.
-run_bench decode --sessions=128 --sessions_per_call=32 --prefill_tokens=64 --decode_steps=256 \
+[[ "$workloads" == *" decode "* ]] && run_bench decode --sessions=128 --sessions_per_call=32 --prefill_tokens=64 --decode_steps=256 \
   --warmup_s=3 --duration_s=20
 # Prefill-heavy: 8 sessions of 4096-token prompts, one per call.
-run_bench prefill --sessions=8 --sessions_per_call=1 --prefill_tokens=4096 --decode_steps=4 \
+[[ "$workloads" == *" prefill "* ]] && run_bench prefill --sessions=8 --sessions_per_call=1 --prefill_tokens=4096 --decode_steps=4 \
   --warmup_s=3 --duration_s=20
 
 python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen('http://$metrics/metrics').read().decode())" \

@@ -153,8 +153,8 @@ TEST_F(CudaBackendTest, CapiPrefillRoutesAndForcesKernels) {
        [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 32, 3, -1, 1); }},
       {"tuned v_tile 16, kernel 2 variant 2", true,
        [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 16, 3, -1, 2); }},
-      {"tuned v_tile 64, kernel 2 variant 4", true,
-       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 64, 3, -1, 4); }},
+      {"tuned v_tile 64, kernel 2 variant 3", true,
+       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 64, 3, -1, 3); }},
       {"stages 1 then 2", true,
        [&](const gdn_capi_args* a) {
          const int rc = gdn_chunked_prefill_tuned(&config, a, nullptr, 0, 1, -1, -1);
@@ -209,7 +209,7 @@ TEST_F(CudaBackendTest, CapiReportsBadArguments) {
   EXPECT_NE(std::string(gdn_last_error()).find("v_tile"), std::string::npos) << gdn_last_error();
   EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 0, -1, -1), 3);
   EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, 5, -1), 3);
-  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, -1, 5), 3);
+  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, -1, 4), 3);
   EXPECT_NE(std::string(gdn_last_error()).find("state_variant"), std::string::npos)
       << gdn_last_error();
   // Kernel-1 variants 0 - 2 were removed.

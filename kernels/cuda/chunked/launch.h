@@ -16,7 +16,7 @@ namespace gdn::cuda::chunked {
 cudaError_t LaunchChunkPrep(const GdnOptions& options, const ChunkArgs& args,
                             cudaStream_t stream);
 
-// Grid N * Hv * (V / v_tile); v_tile is 16, 32 or 64; variant 1 - 4 as in
+// Grid N * Hv * (V / v_tile); v_tile is 16, 32 or 64; variant 1 - 3 as in
 // chunked_prefill_state.cu.
 cudaError_t LaunchStatePass(const GdnOptions& options, const ChunkArgs& args,
                             int v_tile, int variant, cudaStream_t stream);

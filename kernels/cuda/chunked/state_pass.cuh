@@ -1,10 +1,11 @@
 // Kernel 2 of the chunked prefill: the sequential pass over a sequence's
-// chunks, one block per (sequence, value head, V tile of VT columns): 4 warps
-// for VT 16 and 32, 4 * VT / 32 warps for VT 64 (every group of 4 warps owns
-// 32 columns of the tile; all of them share the staged W, Qg, Kd, P tiles,
-// which is what a wider tile saves: each tile is read from L2 once per
-// (chunk, head, V tile)). The [K, kVT] state tile lives in registers (fp32) as mma
-// accumulators; per chunk, with the tiles kernel 1 left in the workspace:
+// chunks, one block per (sequence, value head, V tile of VT columns) of
+// 4 * VT / WC warps: warp w = 4 cw + rw owns rows [16 rw, 16 rw + 16) of U'
+// and O, state rows [rw K / 4, (rw + 1) K / 4), and columns
+// [cw WC, (cw + 1) WC) of the tile; all warps share the staged W, Qg, Kd, P
+// tiles (each read from L2 once per (chunk, head, V tile)). The [K, VT] state
+// tile lives in registers (fp32) as mma accumulators; per chunk, with the
+// tiles kernel 1 left in the workspace:
 //   U' = U - W S              [64, VT]   (rounded to bf16, kept transposed)
 //   O  = Qg S + P U'          [64, VT]   -> o
 //   S  = exp(G_last) S + Kd^T U'
@@ -13,9 +14,15 @@
 // The next chunk's tiles stream into the other shared-memory stage with
 // cp.async while this chunk computes.
 //
-// Warp w = 4 cw + rw owns rows [16 rw, 16 rw + 16) of U' and O, state rows
-// [rw K / 4, (rw + 1) K / 4), and columns [cw WC, (cw + 1) WC) of the tile,
-// WC = min(VT, 32).
+// The knobs change no result bit (same products, same accumulation order):
+//   WC     columns per warp (8, 16 or 32): fewer columns, more warps per SM
+//          to hide the mma / shared-memory latency of the serial chain (one
+//          block per SM: the pass is latency-bound, bench/prefill/NOTES.md);
+//   kLdsm  mma fragments by ldmatrix (one instruction per 4 8x8 matrices)
+//          instead of 32-bit shared loads.
+// o's and the pages' dtypes are read at run time (args.io_dtype,
+// args.state_dtype): they only touch the stores, once per chunk and once per
+// block, so the instances are K x V x VT x knobs.
 #ifndef GDN_KERNELS_CUDA_CHUNKED_STATE_PASS_CUH_
 #define GDN_KERNELS_CUDA_CHUNKED_STATE_PASS_CUH_
 
@@ -29,9 +36,21 @@
 
 namespace gdn::cuda::chunked {
 
-// Threads per block of StatePassKernel<..., VT, ...>.
-template <int VT>
-inline constexpr int kStateThreadsFor = 128 * (VT > 32 ? VT / 32 : 1);
+// Threads per block of StatePassKernel<..., VT, WC, ...>.
+template <int VT, int WC>
+inline constexpr int kStateThreadsFor = 128 * (VT / WC);
+
+// o [.., 2] at `at` in the call's input dtype.
+__device__ __forceinline__ void StoreOutPair(void* o, int64_t at, DType dtype, float x0,
+                                             float x1) {
+  if (dtype == DType::kBF16) {
+    StorePair(static_cast<bf16*>(o) + at, x0, x1);
+  } else if (dtype == DType::kF16) {
+    StorePair(static_cast<__half*>(o) + at, x0, x1);
+  } else {
+    StorePair(static_cast<float*>(o) + at, x0, x1);
+  }
+}
 
 // Shared memory of StatePassKernel<K, VT>, in bytes: two stages of
 //   w [64][K+8], qg [64][K+8], kdt [K][72], p [64][72], u [64][VT+8] (bf16)
@@ -47,17 +66,36 @@ struct StateSmem {
       (2 * kStageElems + VT * kStrideK + VT * kStrideC) * 2;
 };
 
-template <int K, int V, int VT, typename In, typename StateT>
-__global__ void __launch_bounds__(kStateThreadsFor<VT>, 1)
+// An A fragment, and kPair B fragments of adjacent n-tiles (the transpose at
+// tile_t, as LoadB at tile_t and tile_t + 8 stride): ldmatrix or 32-bit loads.
+template <bool kLdsm>
+__device__ __forceinline__ void FragA(uint32_t a[4], const bf16* tile, int stride, int lane) {
+  if constexpr (kLdsm) {
+    LdsmA(a, tile, stride, lane);
+  } else {
+    LoadA(a, tile, stride, lane);
+  }
+}
+template <int kPair>
+__device__ __forceinline__ void FragB(uint32_t b[4], const bf16* tile_t, int stride, int lane) {
+  if constexpr (kPair == 2) {
+    LdsmB2(b, tile_t, stride, lane);
+  } else {
+    LoadB(b, tile_t, stride, lane);
+  }
+}
+
+template <int K, int V, int VT, int WC, bool kLdsm>
+__global__ void __launch_bounds__(kStateThreadsFor<VT, WC>, 1)
     StatePassKernel(const ChunkArgs args) {
   using Smem = StateSmem<K, VT>;
-  constexpr int kStateThreads = kStateThreadsFor<VT>;
+  constexpr int kStateThreads = kStateThreadsFor<VT, WC>;
   constexpr int kSK = Smem::kStrideK, kSC = Smem::kStrideC, kSU = Smem::kStrideU;
   constexpr int kTiles = V / VT;
-  constexpr int WC = VT > 32 ? 32 : VT;  // columns per warp
-  static_assert(VT % WC == 0 && kStateThreads == 128 * (VT / WC), "warp layout");
+  static_assert((WC == 8 || WC == 16 || WC == 32) && VT % WC == 0, "warp layout");
   constexpr int MT = K / 64;  // 16-row tiles of S per warp
   constexpr int NT = WC / 8;  // 8-column tiles of a warp's columns
+  constexpr int kPair = kLdsm && NT % 2 == 0 ? 2 : 1;  // n-tiles per B load
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* stage_base = reinterpret_cast<bf16*>(smem);
   bf16* sT_s = stage_base + 2 * Smem::kStageElems;
@@ -105,11 +143,9 @@ __global__ void __launch_bounds__(kStateThreadsFor<VT>, 1)
 
   float S[MT][NT][4];
   {
-    const StateT* init = nullptr;
-    if (pages_ok && ip != kZeroStatePage) {
-      init = reinterpret_cast<const StateT*>(args.pool_base + ip * args.page_bytes) +
-             tile_offset;
-    }
+    const char* init = nullptr;  // the page; elements of args.state_dtype
+    if (pages_ok && ip != kZeroStatePage) init = args.pool_base + ip * args.page_bytes;
+    const bool f32_state = args.state_dtype == StateDType::kF32;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -122,14 +158,15 @@ __global__ void __launch_bounds__(kStateThreadsFor<VT>, 1)
           if (!pages_ok) {
             x = __int_as_float(0x7fc00000);  // NaN
           } else if (init != nullptr) {
-            x = ElemToFloat(init[d * V + e]);
+            const int64_t at = tile_offset + d * V + e;
+            x = f32_state ? reinterpret_cast<const float*>(init)[at]
+                          : __bfloat162float(reinterpret_cast<const bf16*>(init)[at]);
           }
           S[mt][nt][r] = x;
           sT_s[e * kSK + d] = __float2bfloat16_rn(x);
         }
   }
 
-  In* o = static_cast<In*>(args.o);
   const int64_t o_token = static_cast<int64_t>(Hv) * V;
   if (c_begin < c_end) issue_loads(c_begin, 0);
   CpAsyncCommit();
@@ -156,14 +193,17 @@ __global__ void __launch_bounds__(kStateThreadsFor<VT>, 1)
 #pragma unroll
     for (int ks = 0; ks < K / 16; ++ks) {
       uint32_t aw[4], aq[4];
-      LoadA(aw, w_s + rw * 16 * kSK + ks * 16, kSK, lane);
-      LoadA(aq, qg_s + rw * 16 * kSK + ks * 16, kSK, lane);
+      FragA<kLdsm>(aw, w_s + rw * 16 * kSK + ks * 16, kSK, lane);
+      FragA<kLdsm>(aq, qg_s + rw * 16 * kSK + ks * 16, kSK, lane);
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        uint32_t bf[2];
-        LoadB(bf, sT_s + (e0 + nt * 8) * kSK + ks * 16, kSK, lane);
-        Mma16816(acc_u[nt], aw, bf);
-        Mma16816(acc_o[nt], aq, bf);
+      for (int nt = 0; nt < NT; nt += kPair) {
+        uint32_t bf[4];
+        FragB<kPair>(bf, sT_s + (e0 + nt * 8) * kSK + ks * 16, kSK, lane);
+#pragma unroll
+        for (int j = 0; j < kPair; ++j) {
+          Mma16816(acc_u[nt + j], aw, bf + 2 * j);
+          Mma16816(acc_o[nt + j], aq, bf + 2 * j);
+        }
       }
     }
 #pragma unroll
@@ -181,12 +221,13 @@ __global__ void __launch_bounds__(kStateThreadsFor<VT>, 1)
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       uint32_t ap[4];
-      LoadA(ap, p_s + rw * 16 * kSC + ks * 16, kSC, lane);
+      FragA<kLdsm>(ap, p_s + rw * 16 * kSC + ks * 16, kSC, lane);
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        uint32_t bf[2];
-        LoadB(bf, uT_s + (e0 + nt * 8) * kSC + ks * 16, kSC, lane);
-        Mma16816(acc_o[nt], ap, bf);
+      for (int nt = 0; nt < NT; nt += kPair) {
+        uint32_t bf[4];
+        FragB<kPair>(bf, uT_s + (e0 + nt * 8) * kSC + ks * 16, kSC, lane);
+#pragma unroll
+        for (int j = 0; j < kPair; ++j) Mma16816(acc_o[nt + j], ap, bf + 2 * j);
       }
     }
     const int chunk_t0 = seq_begin + (c - c_begin) * kChunk;
@@ -197,28 +238,34 @@ __global__ void __launch_bounds__(kStateThreadsFor<VT>, 1)
       for (int half = 0; half < 2; ++half) {
         const int i = rw * 16 + group + 8 * half;
         if (i < L) {
-          StorePair(o + (chunk_t0 + i) * o_token + h * V + v0 + e0 + nt * 8 + 2 * tig,
-                    acc_o[nt][2 * half], acc_o[nt][2 * half + 1]);
+          StoreOutPair(args.o, (chunk_t0 + i) * o_token + h * V + v0 + e0 + nt * 8 + 2 * tig,
+                       args.io_dtype, acc_o[nt][2 * half], acc_o[nt][2 * half + 1]);
         }
       }
 
-    // S = decay S + Kd^T U'
+    // S = decay S + Kd^T U' (U''s fragments loaded once per k-step for all
+    // of the warp's S rows; the interleaved mt chains hide mma latency).
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int r = 0; r < 4; ++r) S[mt][nt][r] *= decay;
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) {
-        uint32_t ak[4];
-        LoadA(ak, kdt_s + (rw * (K / 4) + mt * 16) * kSC + ks * 16, kSC, lane);
+    for (int ks = 0; ks < 4; ++ks) {
+      uint32_t bf[NT / kPair][4];
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          uint32_t bf[2];
-          LoadB(bf, uT_s + (e0 + nt * 8) * kSC + ks * 16, kSC, lane);
-          Mma16816(S[mt][nt], ak, bf);
-        }
+      for (int nt = 0; nt < NT; nt += kPair) {
+        FragB<kPair>(bf[nt / kPair], uT_s + (e0 + nt * 8) * kSC + ks * 16, kSC, lane);
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        uint32_t ak[4];
+        FragA<kLdsm>(ak, kdt_s + (rw * (K / 4) + mt * 16) * kSC + ks * 16, kSC, lane);
+#pragma unroll
+        for (int nt = 0; nt < NT; nt += kPair)
+#pragma unroll
+          for (int j = 0; j < kPair; ++j) Mma16816(S[mt][nt + j], ak, bf[nt / kPair] + 2 * j);
       }
     }
     // S^T in bf16 for the next chunk (its readers passed the barrier above).
@@ -236,8 +283,8 @@ __global__ void __launch_bounds__(kStateThreadsFor<VT>, 1)
   CpAsyncWaitAll();
 
   if (pages_ok) {
-    StateT* fin =
-        reinterpret_cast<StateT*>(args.pool_base + fp * args.page_bytes) + tile_offset;
+    char* fin = args.pool_base + fp * args.page_bytes;
+    const bool f32_state = args.state_dtype == StateDType::kF32;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -246,7 +293,14 @@ __global__ void __launch_bounds__(kStateThreadsFor<VT>, 1)
         for (int half = 0; half < 2; ++half) {
           const int d = rw * (K / 4) + mt * 16 + group + 8 * half;
           const int e = e0 + nt * 8 + 2 * tig;
-          StorePair(fin + d * V + e, S[mt][nt][2 * half], S[mt][nt][2 * half + 1]);
+          const int64_t at = tile_offset + d * V + e;
+          if (f32_state) {
+            StorePair(reinterpret_cast<float*>(fin) + at, S[mt][nt][2 * half],
+                      S[mt][nt][2 * half + 1]);
+          } else {
+            StorePair(reinterpret_cast<bf16*>(fin) + at, S[mt][nt][2 * half],
+                      S[mt][nt][2 * half + 1]);
+          }
         }
   }
 }
