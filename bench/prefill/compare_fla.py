@@ -60,7 +60,12 @@ class Problem:
         q, k = rn(T, hqk, K), rn(T, hqk, K)
         if not l2:  # the kernel will not normalise: feed unit vectors
             q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
-        self.q, self.k, self.v = q.to(tdt), k.to(tdt), rn(T, hv, V).to(tdt)
+        v = rn(T, hv, V)
+        if profile == "allequal":  # every token of a sequence the same (seed 000's extreme input)
+            first = torch.tensor([0] + list(_cumsum(seq_lens))[:-1], device=dev)
+            owner = torch.repeat_interleave(first, torch.tensor(seq_lens, device=dev))
+            q, k, v = q[owner], k[owner], v[owner]
+        self.q, self.k, self.v = q.to(tdt), k.to(tdt), v.to(tdt)
         self.g = self.beta = self.a = self.b = self.A_log = self.dt_bias = None
         if fused:
             self.a = rn(T, hv)
@@ -343,6 +348,7 @@ def run_checks(ours, fla_fn, results):
         dict(l2=False), dict(dtype="fp16"), dict(dtype="fp32"),
         dict(profile="nodecay"), dict(profile="strongdecay"), dict(profile="beta0"),
         dict(profile="beta1"), dict(fused=True, profile="beta1"), dict(init=False),
+        dict(profile="allequal"),
     ]
     for var in variants:
         for lens in ([1000], mix):

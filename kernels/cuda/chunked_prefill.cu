@@ -228,7 +228,8 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
     GDN_CUDA_RETURN_IF_ERROR(chunked::LaunchChunkPrep(options, args, stream));
   }
   if (stages & 2) {
-    GDN_CUDA_RETURN_IF_ERROR(chunked::LaunchStatePass(options, args, v_tile, state_variant_, stream));
+    GDN_CUDA_RETURN_IF_ERROR(
+        chunked::LaunchStatePass(options, args, v_tile, state_variant_, stream));
   }
   return absl::OkStatus();
 }

@@ -63,6 +63,8 @@ class ChunkedPrefill {
   // Kernel 2's variant (chunked_prefill_state.cu): 1 32 columns per warp and
   // 32-bit fragment loads; 2 half the columns per warp (twice the warps) and
   // ldmatrix; 3 32 columns per warp and ldmatrix. All give the same bits.
+  // 2 was 4-11% faster than 1 on every row of the H200 benchmark
+  // (bench/results/2026-12-01-prefill-v5.md).
   static constexpr int kDefaultState = 2;
   static bool IsStateVariant(int variant) { return variant >= 1 && variant <= 3; }
   void set_state_variant(int variant) { state_variant_ = variant; }
