@@ -259,6 +259,7 @@ def fla_run(fla_fn, p, h0):
 # bf16 tensor-core operands (FLA's roundings): max|err|/max|ref| and ||err||/||ref||.
 TOL_MAX, TOL_L2 = 1e-2, 6e-3
 CHECK_DEADLINE = [1e9]  # seconds since T0 after which remaining checks are skipped
+CHECK_ONLY = [""]  # --only: run just the checks whose name contains it
 
 
 def within(e):
@@ -266,6 +267,9 @@ def within(e):
 
 
 def out_of_time(results, name):
+    """True (and the check recorded as skipped) past the deadline or outside --only."""
+    if CHECK_ONLY[0] and CHECK_ONLY[0] not in name:
+        return True
     if time.time() - T0 > CHECK_DEADLINE[0]:
         results.append({"name": name, "ok": True, "skipped": "time budget"})
         print(f"skip {name} (time budget)", flush=True)
@@ -695,6 +699,7 @@ def main():
     ap.add_argument("--budget-s", type=float, default=330, help="whole script")
     ap.add_argument("--checks-s", type=float, default=80, help="reserved for the checks")
     ap.add_argument("--rows", default="", help="comma-separated BENCH_ROWS indices (default all)")
+    ap.add_argument("--only", default="", help="run only the checks whose name contains this")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     print(torch.cuda.get_device_name(0), torch.__version__, flush=True)
@@ -726,6 +731,7 @@ def main():
             print(f.read(), flush=True)
     if not args.skip_checks:
         CHECK_DEADLINE[0] = args.budget_s
+        CHECK_ONLY[0] = args.only
         results = []
         try:
             ok = run_checks(ours, fla_fn, results)
