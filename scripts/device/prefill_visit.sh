@@ -4,7 +4,9 @@
 # benchmark next to flash-linear-attention on the same tensors with the
 # checks (bench/prefill/compare_fla.py), compute-sanitizer memcheck and
 # racecheck on small cases, and an Nsight Compute summary of kernels 1 and 2 at
-# 16/32 1 x 32768. Everything lands in $OUT/visit.tar.gz plus the table.
+# 16/32 1 x 32768 (SKIP_NCU=1 leaves it out). Everything lands in
+# $OUT/visit.tar.gz plus the table; BENCH_END_S (default 430) and CHECKS_S
+# (70) bound the benchmark, NCU_ROWS / NCU_PREP / NCU_STATE pick what ncu sees.
 # Bundle here with
 #   BUILD=build bash scripts/device/bundle.sh chunked_prefill_test gdn_capi_test gdn_capi
 # (FLA 0.6.0 wheels in .whl, see bench/prefill/run_device.sh), then
@@ -56,7 +58,7 @@ echo "== racecheck rc=$? at $(elapsed)s"
 grep -E "RACECHECK SUMMARY|ERROR SUMMARY|hazard|PASSED|FAILED" "$WORK/prefill_racecheck.txt" | head -6
 
 # 4. Nsight Compute summary of both kernel-1 variants and kernel 2 at 16/32 1 x 32768.
-if [ $(elapsed) -lt 520 ]; then
+if [ -z "${SKIP_NCU:-}" ] && [ $(elapsed) -lt 520 ]; then
   timeout $(( 560 - $(elapsed) )) ncu --profile-from-start off --clock-control none \
     --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
     -k 'regex:ChunkPrep|StatePass' python3 bench/prefill/profile_kernels.py \

@@ -52,7 +52,7 @@ __device__ __forceinline__ void StoreOutPair(void* o, int64_t at, DType dtype, f
   }
 }
 
-// Shared memory of StatePassKernel<K, VT>, in bytes: two stages of
+// Shared memory of StatePassKernel<K, V, VT, ...>, in bytes: two stages of
 //   w [64][K+8], qg [64][K+8], kdt [K][72], p [64][72], u [64][VT+8] (bf16)
 // then sT [VT][K+8] (S^T, bf16) and uT [VT][72] (U'^T, bf16).
 template <int K, int VT>
