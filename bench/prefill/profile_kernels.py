@@ -5,9 +5,9 @@ row, a warm-up call outside the window (grows the workspace), then kernel 1
 
   python3 bench/prefill/profile_kernels.py --capi libgdn_capi.so --rows 16/32/1/32768,2/8/1/32768
 
-With --fla (no ncu): flash-linear-attention's chunk_gated_delta_rule and ours
-on the same inputs under torch.profiler, the time of each of their kernels
-(which stage of the peer is faster than ours).
+With --tables (no ncu): our kernels under torch.profiler, the time of each;
+--fla adds flash-linear-attention's chunk_gated_delta_rule on the same inputs
+(which stage of the peer is faster than ours), ours once per --state-variants.
 """
 
 import argparse
@@ -35,7 +35,8 @@ def main():
     ap.add_argument("--v-tile", type=int, default=0)
     ap.add_argument("--prep-variants", default="-1", help="kernel-1 variants to profile, comma-separated")
     ap.add_argument("--state-variants", default="-1", help="kernel-2 variants to profile, comma-separated")
-    ap.add_argument("--fla", action="store_true", help="kernel tables of FLA and ours, no ncu window")
+    ap.add_argument("--tables", action="store_true", help="our kernel tables, no ncu window")
+    ap.add_argument("--fla", action="store_true", help="--tables with FLA's beside")
     args = ap.parse_args()
     ours = Ours(args.capi)
     if args.fla:
@@ -44,18 +45,22 @@ def main():
         hqk, hv, n, length = (int(x) for x in spec.split("/"))
         p = Problem(hqk, hv, 128, 128, [length] * n, seed=7)
         call = ours.prepare(p, pages_out=[n + i for i in range(n)])
-        ours.call(call, v_tile=args.v_tile)
-        torch.cuda.synchronize()
-        if args.fla:
-            h0 = p.h0.float().clone()
-            print(f"{spec}: FLA kernels", flush=True)
-            kernel_table(lambda: fla_run(fla_fn, p, h0))
-            print(f"{spec}: our kernels", flush=True)
-            kernel_table(lambda: ours.call(call, v_tile=args.v_tile))
-            del p, call
-            continue
         variants = [int(x) for x in args.prep_variants.split(",")]
         states = [int(x) for x in args.state_variants.split(",")]
+        # The largest workspace first (kernel 2's split form, variant 4, needs
+        # more), so that the state pass alone below never has to grow it.
+        ours.call(call, v_tile=args.v_tile, state=4 if 4 in states else -1)
+        torch.cuda.synchronize()
+        if args.fla or args.tables:
+            if args.fla:
+                h0 = p.h0.float().clone()
+                print(f"{spec}: FLA kernels", flush=True)
+                kernel_table(lambda: fla_run(fla_fn, p, h0))
+            for state in states:
+                print(f"{spec}: our kernels, kernel 2 variant {state}", flush=True)
+                kernel_table(lambda: ours.call(call, v_tile=args.v_tile, state=state))
+            del p, call
+            continue
         for prep in variants:  # outside the window: each variant's first launch
             ours.call(call, stages=1, prep=prep)
         for state in states:

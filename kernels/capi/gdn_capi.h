@@ -100,8 +100,9 @@ GDN_CAPI_EXPORT int gdn_prefill_variant(const gdn_capi_config* config,
  *                 the same arguments left; o and the final pages are written);
  *   prep_variant  -1 the default (4), 3 kernel 1 with fp32 merges and direct
  *                 stores, 4 with tensor-core merges and staged stores;
- *   state_variant -1 the default (2), 1 - 3 kernel 2's variants
- *                 (kernels/cuda/chunked_prefill.h). */
+ *   state_variant -1 the default, 1 - 4 kernel 2's variants
+ *                 (kernels/cuda/chunked_prefill.h; 4 the split form, whose
+ *                 state pass is kernel 2 then kernel 3). */
 GDN_CAPI_EXPORT int gdn_chunked_prefill_tuned(const gdn_capi_config* config,
                                               const gdn_capi_args* args, void* stream,
                                               int v_tile, int stages, int prep_variant,

@@ -53,10 +53,11 @@ __global__ void __launch_bounds__(kTableThreads)
 
 size_t Align256(size_t bytes) { return (bytes + 255) & ~static_cast<size_t>(255); }
 
-// Byte offsets of the workspace parts (chunk_args.h): table, w, u, qg, kdt, p, decay.
+// Byte offsets of the workspace parts (chunk_args.h): table, w, u, qg, kdt, p,
+// decay, and hs, un for kernel 2's split form (else 0 bytes).
 struct WorkspaceLayout {
-  size_t table = 0, w = 0, u = 0, qg = 0, kdt = 0, p = 0, decay = 0, total = 0;
-  WorkspaceLayout(int K, int V, int Hv, int num_seqs, int64_t num_chunks) {
+  size_t table = 0, w = 0, u = 0, qg = 0, kdt = 0, p = 0, decay = 0, hs = 0, un = 0, total = 0;
+  WorkspaceLayout(int K, int V, int Hv, int num_seqs, int64_t num_chunks, bool split_state) {
     const size_t tiles = static_cast<size_t>(num_chunks) * Hv;
     size_t at = 0;
     auto take = [&](size_t bytes) {
@@ -71,6 +72,8 @@ struct WorkspaceLayout {
     kdt = take(tiles * K * kChunk * 2);
     p = take(tiles * kChunk * kChunk * 2);
     decay = take(tiles * sizeof(float));
+    hs = take(split_state ? tiles * V * K * 2 : 0);
+    un = take(split_state ? tiles * V * kChunk * 2 : 0);
     total = at;
   }
 };
@@ -126,9 +129,10 @@ absl::Status ChunkedPrefill::Supports(const GdnOptions& options) {
 }
 
 size_t ChunkedPrefill::WorkspaceBytes(const GdnOptions& options, int num_seqs,
-                                      int num_chunks) {
+                                      int num_chunks, int state_variant) {
   return chunked::WorkspaceLayout(options.shape.head_dim_k, options.shape.head_dim_v,
-                                  options.shape.num_v_heads, num_seqs, num_chunks)
+                                  options.shape.num_v_heads, num_seqs, num_chunks,
+                                  state_variant == kSplitState)
       .total;
 }
 
@@ -146,8 +150,14 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
   if (num_chunks > INT32_MAX / 2) {
     return absl::InvalidArgumentError("chunked prefill: too many tokens in one call");
   }
-  const chunked::WorkspaceLayout layout(K, V, Hv, params.num_seqs, num_chunks);
+  const chunked::WorkspaceLayout layout(K, V, Hv, params.num_seqs, num_chunks,
+                                        state_variant_ == kSplitState);
   if (layout.total > workspace_bytes_) {
+    if (!(stages & 1)) {  // a new workspace would hold no tiles of kernel 1
+      return absl::FailedPreconditionError(
+          "chunked prefill: the state pass alone needs the workspace of a whole call with the "
+          "same params and kernel-2 variant first");
+    }
     if (workspace_ != nullptr) {
       GDN_CUDA_RETURN_IF_ERROR(cudaFreeAsync(workspace_, stream));
       workspace_ = nullptr;
@@ -194,6 +204,10 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
   args.kdt = reinterpret_cast<uint16_t*>(ws + layout.kdt);
   args.p = reinterpret_cast<uint16_t*>(ws + layout.p);
   args.decay = reinterpret_cast<float*>(ws + layout.decay);
+  if (state_variant_ == kSplitState) {
+    args.hs = reinterpret_cast<uint16_t*>(ws + layout.hs);
+    args.un = reinterpret_cast<uint16_t*>(ws + layout.un);
+  }
 
   if (!IsSolveVariant(solve_variant_)) {
     return absl::InvalidArgumentError(absl::StrCat("chunked prefill: kernel 1 variant ",

@@ -62,16 +62,20 @@ class ChunkedPrefill {
 
   // Kernel 2's variant (chunked_prefill_state.cu): 1 32 columns per warp and
   // 32-bit fragment loads; 2 half the columns per warp (twice the warps) and
-  // ldmatrix; 3 32 columns per warp and ldmatrix. All give the same bits.
-  // 2 was 4-11% faster than 1 on every row of the H200 benchmark
+  // ldmatrix; 3 32 columns per warp and ldmatrix; 4 (kSplitState) the split
+  // form, the recurrence alone on the serial chain and o by a parallel
+  // kernel 3 (state_chain.cuh, output_pass.cuh; +48 KB of workspace per
+  // (chunk, value head) at K = V = 128). All give the same bits. 2 was 4-11%
+  // faster than 1 on every row of the H200 benchmark
   // (bench/results/2026-12-01-prefill-v5.md).
+  static constexpr int kSplitState = 4;
   static constexpr int kDefaultState = 2;
-  static bool IsStateVariant(int variant) { return variant >= 1 && variant <= 3; }
+  static bool IsStateVariant(int variant) { return variant >= 1 && variant <= 4; }
   void set_state_variant(int variant) { state_variant_ = variant; }
 
   // Workspace bytes a call of this shape needs.
   static size_t WorkspaceBytes(const GdnOptions& options, int num_seqs,
-                               int num_chunks);
+                               int num_chunks, int state_variant = kDefaultState);
   size_t workspace_bytes() const { return workspace_bytes_; }
 
  private:

@@ -220,7 +220,7 @@ TEST_F(ChunkedPrefillTest, EveryKernel1VariantAndVTile) {
 }
 
 // Every kernel-2 variant (1 32-bit fragment loads; 2 twice the warps and
-// ldmatrix; 3 ldmatrix) with every V tile: within the oracle's bars, and
+// ldmatrix; 3 ldmatrix; 4 the split form, chain then output pass) with every V tile: within the oracle's bars, and
 // bitwise equal to variant 1 (the same products in the same order), o and
 // every final state.
 TEST_F(ChunkedPrefillTest, EveryKernel2VariantAndVTileGiveTheSameBits) {
@@ -240,7 +240,7 @@ TEST_F(ChunkedPrefillTest, EveryKernel2VariantAndVTileGiveTheSameBits) {
     const oracle::Inputs inputs = testing::MakeRandomInputs(shape.options, shape.lens, seed, true);
     for (int v_tile : {16, 32, 64}) {
       std::optional<testing::BackendOutputs> first;
-      for (int variant = 1; variant <= 3; ++variant) {
+      for (int variant = 1; variant <= 4; ++variant) {
         SCOPED_TRACE(absl::StrCat(DescribeOptions(shape.options), " seed ", seed, " v_tile ",
                                   v_tile, " kernel 2 variant ", variant));
         chunked_->Configure(cuda::ChunkedPrefill::kDefaultSolve, v_tile, variant);

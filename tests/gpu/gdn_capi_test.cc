@@ -155,6 +155,13 @@ TEST_F(CudaBackendTest, CapiPrefillRoutesAndForcesKernels) {
        [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 16, 3, -1, 2); }},
       {"tuned v_tile 64, kernel 2 variant 3", true,
        [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 64, 3, -1, 3); }},
+      {"tuned v_tile 32, kernel 2 variant 4 (split)", true,
+       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 32, 3, -1, 4); }},
+      {"stages 1 then 2, split kernel 2", true,
+       [&](const gdn_capi_args* a) {
+         const int rc = gdn_chunked_prefill_tuned(&config, a, nullptr, 0, 1, -1, 4);
+         return rc != GDN_CAPI_OK ? rc : gdn_chunked_prefill_tuned(&config, a, nullptr, 0, 2, -1, 4);
+       }},
       {"stages 1 then 2", true,
        [&](const gdn_capi_args* a) {
          const int rc = gdn_chunked_prefill_tuned(&config, a, nullptr, 0, 1, -1, -1);
@@ -194,6 +201,15 @@ TEST_F(CudaBackendTest, CapiReportsBadArguments) {
   ASSERT_TRUE(call.ok()) << call.status();
   gdn_capi_config config = ToConfig(options);
   const gdn_capi_args args = ToArgs((*call)->params());
+  // The state pass alone on a stream whose launcher has no workspace yet: no
+  // kernel 1 tiles to read, refused (9, FailedPrecondition) before any launch.
+  cudaStream_t fresh = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&fresh), cudaSuccess);
+  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, fresh, 0, 2, -1, -1), 9);
+  EXPECT_NE(std::string(gdn_last_error()).find("state pass alone"), std::string::npos)
+      << gdn_last_error();
+  EXPECT_EQ(gdn_prefill_workspace_bytes(fresh), 0);
+  ASSERT_EQ(cudaStreamDestroy(fresh), cudaSuccess);
   // 9 tokens is too many for decode.
   EXPECT_EQ(gdn_decode(&config, &args, nullptr), 3);
   EXPECT_NE(std::string(gdn_last_error()).find("tokens"), std::string::npos) << gdn_last_error();
@@ -209,7 +225,7 @@ TEST_F(CudaBackendTest, CapiReportsBadArguments) {
   EXPECT_NE(std::string(gdn_last_error()).find("v_tile"), std::string::npos) << gdn_last_error();
   EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 0, -1, -1), 3);
   EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, 5, -1), 3);
-  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, -1, 4), 3);
+  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, -1, 5), 3);
   EXPECT_NE(std::string(gdn_last_error()).find("state_variant"), std::string::npos)
       << gdn_last_error();
   // Kernel-1 variants 0 - 2 were removed.

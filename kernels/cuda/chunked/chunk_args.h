@@ -18,6 +18,10 @@
 //   kdt  [ch][K][64]  exp(G_last - G_j) kn_j, transposed (k index major)
 //   p    [ch][64][64] scale exp(G_i - G_j) qn_i . kn_j for j <= i, else 0
 //   decay [ch]        exp(G_last) (fp32)
+// and, with kernel 2's split form (variant 4) only, from its chain for the
+// output pass:
+//   hs   [ch][V][K]   S^T at the chunk's start (transposed: k index minor)
+//   un   [ch][V][64]  U'^T = (U - W S)^T
 #ifndef GDN_KERNELS_CUDA_CHUNKED_CHUNK_ARGS_H_
 #define GDN_KERNELS_CUDA_CHUNKED_CHUNK_ARGS_H_
 
@@ -73,6 +77,8 @@ struct ChunkArgs {
   uint16_t* kdt = nullptr;
   uint16_t* p = nullptr;
   float* decay = nullptr;
+  uint16_t* hs = nullptr;  // variant 4 only
+  uint16_t* un = nullptr;  // variant 4 only
 };
 
 }  // namespace gdn::cuda::chunked

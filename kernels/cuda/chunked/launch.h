@@ -16,10 +16,15 @@ namespace gdn::cuda::chunked {
 cudaError_t LaunchChunkPrep(const GdnOptions& options, const ChunkArgs& args,
                             cudaStream_t stream);
 
-// Grid N * Hv * (V / v_tile); v_tile is 16, 32 or 64; variant 1 - 3 as in
-// chunked_prefill_state.cu.
+// Grid N * Hv * (V / v_tile); v_tile is 16, 32 or 64; variant 1 - 4 as in
+// chunked_prefill_state.cu (4: the chain, then LaunchOutputPass).
 cudaError_t LaunchStatePass(const GdnOptions& options, const ChunkArgs& args,
                             int v_tile, int variant, cudaStream_t stream);
+
+// Kernel 3 (variant 4): o of every chunk from args.hs / args.un, grid
+// num_chunks * Hv (chunked_prefill_output.cu).
+cudaError_t LaunchOutputPass(const GdnOptions& options, const ChunkArgs& args,
+                             cudaStream_t stream);
 
 // Fills args.chunk_table from args.cu_seqlens on the device (one block).
 cudaError_t LaunchChunkTable(const ChunkArgs& args, cudaStream_t stream);

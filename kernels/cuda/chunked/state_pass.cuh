@@ -32,6 +32,7 @@
 
 #include "kernels/cuda/chunked/chunk_args.h"
 #include "kernels/cuda/chunked/mma_bf16.cuh"
+#include "kernels/cuda/chunked/state_tile.cuh"
 #include "kernels/gdn_params.h"
 
 namespace gdn::cuda::chunked {
@@ -39,18 +40,6 @@ namespace gdn::cuda::chunked {
 // Threads per block of StatePassKernel<..., VT, WC, ...>.
 template <int VT, int WC>
 inline constexpr int kStateThreadsFor = 128 * (VT / WC);
-
-// o [.., 2] at `at` in the call's input dtype.
-__device__ __forceinline__ void StoreOutPair(void* o, int64_t at, DType dtype, float x0,
-                                             float x1) {
-  if (dtype == DType::kBF16) {
-    StorePair(static_cast<bf16*>(o) + at, x0, x1);
-  } else if (dtype == DType::kF16) {
-    StorePair(static_cast<__half*>(o) + at, x0, x1);
-  } else {
-    StorePair(static_cast<float*>(o) + at, x0, x1);
-  }
-}
 
 // Shared memory of StatePassKernel<K, V, VT, ...>, in bytes: two stages of
 //   w [64][K+8], qg [64][K+8], kdt [K][72], p [64][72], u [64][VT+8] (bf16)
@@ -66,8 +55,7 @@ struct StateSmem {
       (2 * kStageElems + VT * kStrideK + VT * kStrideC) * 2;
 };
 
-// An A fragment, and kPair B fragments of adjacent n-tiles (the transpose at
-// tile_t, as LoadB at tile_t and tile_t + 8 stride): ldmatrix or 32-bit loads.
+// An A fragment: ldmatrix or 32-bit loads.
 template <bool kLdsm>
 __device__ __forceinline__ void FragA(uint32_t a[4], const bf16* tile, int stride, int lane) {
   if constexpr (kLdsm) {
@@ -76,15 +64,6 @@ __device__ __forceinline__ void FragA(uint32_t a[4], const bf16* tile, int strid
     LoadA(a, tile, stride, lane);
   }
 }
-template <int kPair>
-__device__ __forceinline__ void FragB(uint32_t b[4], const bf16* tile_t, int stride, int lane) {
-  if constexpr (kPair == 2) {
-    LdsmB2(b, tile_t, stride, lane);
-  } else {
-    LoadB(b, tile_t, stride, lane);
-  }
-}
-
 template <int K, int V, int VT, int WC, bool kLdsm>
 __global__ void __launch_bounds__(kStateThreadsFor<VT, WC>, 1)
     StatePassKernel(const ChunkArgs args) {
@@ -136,36 +115,9 @@ __global__ void __launch_bounds__(kStateThreadsFor<VT, WC>, 1)
   };
 
   // Page ids outside the pool: the sequence's o becomes NaN, no page is touched.
-  const int ip = args.initial_pages[n], fp = args.final_pages[n];
-  const bool pages_ok = (ip == kZeroStatePage || (ip >= 0 && ip < args.num_pages)) &&
-                        fp >= 0 && fp < args.num_pages;
-  const int64_t tile_offset = static_cast<int64_t>(h) * K * V + v0;  // in the page
-
+  const bool pages_ok = PagesOk(args, n);
   float S[MT][NT][4];
-  {
-    const char* init = nullptr;  // the page; elements of args.state_dtype
-    if (pages_ok && ip != kZeroStatePage) init = args.pool_base + ip * args.page_bytes;
-    const bool f32_state = args.state_dtype == StateDType::kF32;
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const int d = rw * (K / 4) + mt * 16 + group + 8 * (r >> 1);
-          const int e = e0 + nt * 8 + 2 * tig + (r & 1);
-          float x = 0.f;
-          if (!pages_ok) {
-            x = __int_as_float(0x7fc00000);  // NaN
-          } else if (init != nullptr) {
-            const int64_t at = tile_offset + d * V + e;
-            x = f32_state ? reinterpret_cast<const float*>(init)[at]
-                          : __bfloat162float(reinterpret_cast<const bf16*>(init)[at]);
-          }
-          S[mt][nt][r] = x;
-          sT_s[e * kSK + d] = __float2bfloat16_rn(x);
-        }
-  }
+  LoadInitialState<K, V>(S, sT_s, kSK, args, n, h, v0, rw, e0, lane, pages_ok);
 
   const int64_t o_token = static_cast<int64_t>(Hv) * V;
   if (c_begin < c_end) issue_loads(c_begin, 0);
@@ -269,40 +221,11 @@ __global__ void __launch_bounds__(kStateThreadsFor<VT, WC>, 1)
       }
     }
     // S^T in bf16 for the next chunk (its readers passed the barrier above).
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const int d = rw * (K / 4) + mt * 16 + group + 8 * (r >> 1);
-          const int e = e0 + nt * 8 + 2 * tig + (r & 1);
-          sT_s[e * kSK + d] = __float2bfloat16_rn(S[mt][nt][r]);
-        }
+    StoreStateTranspose<K>(sT_s, kSK, S, rw, e0, lane);
   }
   CpAsyncWaitAll();
 
-  if (pages_ok) {
-    char* fin = args.pool_base + fp * args.page_bytes;
-    const bool f32_state = args.state_dtype == StateDType::kF32;
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int d = rw * (K / 4) + mt * 16 + group + 8 * half;
-          const int e = e0 + nt * 8 + 2 * tig;
-          const int64_t at = tile_offset + d * V + e;
-          if (f32_state) {
-            StorePair(reinterpret_cast<float*>(fin) + at, S[mt][nt][2 * half],
-                      S[mt][nt][2 * half + 1]);
-          } else {
-            StorePair(reinterpret_cast<bf16*>(fin) + at, S[mt][nt][2 * half],
-                      S[mt][nt][2 * half + 1]);
-          }
-        }
-  }
+  if (pages_ok) StoreFinalState<K, V>(args, n, h, v0, S, rw, e0, lane);
 }
 
 }  // namespace gdn::cuda::chunked

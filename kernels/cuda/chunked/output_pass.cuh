@@ -1,0 +1,119 @@
+// Kernel 3 of the chunked prefill (kernel 2 variant 4 only): the output of
+// every chunk at once, from the tiles kernel 1 left and the chunk-start
+// states the chain (state_chain.cuh) wrote,
+//   O = Qg S + P U'           [64, V]   -> o (the call's input dtype)
+// with qg [ch][64][K], p [ch][64][64], hs [ch][V][K] (S^T) and un [ch][V][64]
+// (U'^T), all bf16, fp32 accumulation: the K / 16 k-steps of Qg S first, then
+// the 4 of P U', the order of StatePassKernel, so o is bitwise the same.
+//
+// Block per (chunk, value head), 8 warps: warp w = 4 cw + rw owns rows
+// [16 rw, 16 rw + 16) and columns [cw V / 2, (cw + 1) V / 2). No loop
+// carries anything between chunks; two blocks fit per SM for latency hiding.
+#ifndef GDN_KERNELS_CUDA_CHUNKED_OUTPUT_PASS_CUH_
+#define GDN_KERNELS_CUDA_CHUNKED_OUTPUT_PASS_CUH_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/chunked/chunk_args.h"
+#include "kernels/cuda/chunked/mma_bf16.cuh"
+#include "kernels/cuda/chunked/state_tile.cuh"
+
+namespace gdn::cuda::chunked {
+
+inline constexpr int kOutputThreads = 256;
+
+// Shared memory of OutputPassKernel<K, V>, in bytes:
+//   qg [64][K+8], p [64][72], sT [V][K+8], uT [V][72] (bf16).
+template <int K, int V>
+struct OutputSmem {
+  static constexpr int kStrideK = K + 8;
+  static constexpr int kStrideC = 72;
+  static constexpr int kBytes = (64 * kStrideK + 64 * kStrideC + V * kStrideK + V * kStrideC) * 2;
+};
+
+template <int K, int V>
+__global__ void __launch_bounds__(kOutputThreads, 2) OutputPassKernel(const ChunkArgs args) {
+  using Smem = OutputSmem<K, V>;
+  constexpr int kSK = Smem::kStrideK, kSC = Smem::kStrideC;
+  constexpr int NT = V / 16;  // 8-column tiles of a warp's V / 2 columns
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* qg_s = reinterpret_cast<bf16*>(smem);
+  bf16* p_s = qg_s + 64 * kSK;
+  bf16* sT_s = p_s + 64 * kSC;
+  bf16* uT_s = sT_s + V * kSK;
+
+  const int Hv = args.num_v_heads;
+  const int h = blockIdx.x % Hv;
+  const int c = blockIdx.x / Hv;
+  const int64_t ch = static_cast<int64_t>(c) * Hv + h;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int group = lane >> 2, tig = lane & 3;
+  const int rw = warp & 3;
+  const int e0 = (warp >> 2) * (V / 2);
+
+  CpAsyncTile<kOutputThreads>(qg_s, kSK, reinterpret_cast<const bf16*>(args.qg) + ch * 64 * K,
+                              K, 64, K);
+  CpAsyncTile<kOutputThreads>(p_s, kSC, reinterpret_cast<const bf16*>(args.p) + ch * 64 * 64,
+                              64, 64, 64);
+  CpAsyncTile<kOutputThreads>(sT_s, kSK, reinterpret_cast<const bf16*>(args.hs) + ch * V * K,
+                              K, V, K);
+  CpAsyncTile<kOutputThreads>(uT_s, kSC, reinterpret_cast<const bf16*>(args.un) + ch * V * 64,
+                              64, V, 64);
+  CpAsyncCommit();
+
+  // Where the chunk's tokens are (read while the copies fly).
+  const int n = args.chunk_table[args.num_seqs + 1 + c];
+  const int chunk_t0 = args.cu_seqlens[n] + (c - args.chunk_table[n]) * kChunk;
+  const int L = min(kChunk, args.cu_seqlens[n + 1] - chunk_t0);
+
+  CpAsyncWaitAll();
+  __syncthreads();
+
+  float acc[NT][4];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) acc[nt][r] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < K / 16; ++ks) {  // Qg S
+    uint32_t aq[4];
+    LdsmA(aq, qg_s + rw * 16 * kSK + ks * 16, kSK, lane);
+#pragma unroll
+    for (int nt = 0; nt < NT; nt += 2) {
+      uint32_t bf[4];
+      LdsmB2(bf, sT_s + (e0 + nt * 8) * kSK + ks * 16, kSK, lane);
+      Mma16816(acc[nt], aq, bf);
+      Mma16816(acc[nt + 1], aq, bf + 2);
+    }
+  }
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {  // + P U'
+    uint32_t ap[4];
+    LdsmA(ap, p_s + rw * 16 * kSC + ks * 16, kSC, lane);
+#pragma unroll
+    for (int nt = 0; nt < NT; nt += 2) {
+      uint32_t bf[4];
+      LdsmB2(bf, uT_s + (e0 + nt * 8) * kSC + ks * 16, kSC, lane);
+      Mma16816(acc[nt], ap, bf);
+      Mma16816(acc[nt + 1], ap, bf + 2);
+    }
+  }
+
+  const int64_t o_token = static_cast<int64_t>(Hv) * V;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = rw * 16 + group + 8 * half;
+      if (i < L) {
+        StoreOutPair(args.o, (chunk_t0 + i) * o_token + h * V + e0 + nt * 8 + 2 * tig,
+                     args.io_dtype, acc[nt][2 * half], acc[nt][2 * half + 1]);
+      }
+    }
+}
+
+}  // namespace gdn::cuda::chunked
+
+#endif  // GDN_KERNELS_CUDA_CHUNKED_OUTPUT_PASS_CUH_

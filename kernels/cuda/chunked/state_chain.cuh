@@ -1,0 +1,199 @@
+// Kernel 2 of the chunked prefill, split form (kernel 2 variant 4): the
+// sequential pass over a sequence's chunks with only what the recurrence
+// itself needs on the serial chain,
+//   U' = U - W S              [64, VT]   (rounded to bf16)
+//   S  = exp(G_last) S + Kd^T U'
+// and, per chunk, the two things the output needs written to the workspace:
+//   hs [ch][V][K]   S^T at the chunk's start (bf16, as the products see it)
+//   un [ch][V][64]  U'^T (bf16)
+// O = Qg S + P U' then runs for every chunk in parallel (output_pass.cuh), as
+// flash-linear-attention splits chunk_fwd_h from chunk_fwd_o. Same products,
+// same roundings, same accumulation order as StatePassKernel
+// (state_pass.cuh), so o and the final states are bitwise those of variants
+// 1 - 3; the chain carries ~57% of their mma per step and stages three tiles
+// (w, kdt, u) instead of five.
+//
+// Block per (sequence, value head, V tile of VT columns), 4 * VT / WC warps:
+// warp w = 4 cw + rw owns rows [16 rw, 16 rw + 16) of U', state rows
+// [rw K / 4, (rw + 1) K / 4) and columns [cw WC, (cw + 1) WC) of the tile;
+// the [K, VT] state tile lives in registers (fp32 mma accumulators).
+#ifndef GDN_KERNELS_CUDA_CHUNKED_STATE_CHAIN_CUH_
+#define GDN_KERNELS_CUDA_CHUNKED_STATE_CHAIN_CUH_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/chunked/chunk_args.h"
+#include "kernels/cuda/chunked/mma_bf16.cuh"
+#include "kernels/cuda/chunked/state_tile.cuh"
+#include "kernels/gdn_params.h"
+
+namespace gdn::cuda::chunked {
+
+// Threads per block of StateChainKernel<..., VT, WC>.
+template <int VT, int WC>
+inline constexpr int kChainThreadsFor = 128 * (VT / WC);
+
+// Shared memory of StateChainKernel<K, V, VT, ...>, in bytes: two stages of
+//   w [64][K+8], kdt [K][72], u [64][VT+8] (bf16)
+// then sT [VT][K+8] (S^T, bf16) and uT [VT][72] (U'^T, bf16).
+template <int K, int VT>
+struct ChainSmem {
+  static constexpr int kStrideK = K + 8;
+  static constexpr int kStrideC = 72;
+  static constexpr int kStrideU = VT + 8;
+  static constexpr int kStageElems = 64 * kStrideK + K * kStrideC + 64 * kStrideU;
+  static constexpr int kBytes = (2 * kStageElems + VT * kStrideK + VT * kStrideC) * 2;
+};
+
+// rows x cols bf16 (cols a multiple of 8) from shared memory (rows `sstride`
+// apart) to contiguous global memory, 16 bytes per thread and step.
+template <int kThreads, int kRows, int kCols>
+__device__ __forceinline__ void StoreTileContiguous(bf16* gmem, const bf16* smem, int sstride) {
+  constexpr int kPieces = kRows * kCols / 8;
+  for (int p = threadIdx.x; p < kPieces; p += kThreads) {
+    const int r = p / (kCols / 8), c = (p % (kCols / 8)) * 8;
+    *reinterpret_cast<uint4*>(gmem + r * kCols + c) =
+        *reinterpret_cast<const uint4*>(smem + r * sstride + c);
+  }
+}
+
+template <int K, int V, int VT, int WC>
+__global__ void __launch_bounds__(kChainThreadsFor<VT, WC>, 1)
+    StateChainKernel(const ChunkArgs args) {
+  using Smem = ChainSmem<K, VT>;
+  constexpr int kThreads = kChainThreadsFor<VT, WC>;
+  constexpr int kSK = Smem::kStrideK, kSC = Smem::kStrideC, kSU = Smem::kStrideU;
+  constexpr int kTiles = V / VT;
+  static_assert((WC == 8 || WC == 16 || WC == 32) && VT % WC == 0, "warp layout");
+  constexpr int MT = K / 64;  // 16-row tiles of S per warp
+  constexpr int NT = WC / 8;  // 8-column tiles of a warp's columns
+  constexpr int kPair = NT % 2 == 0 ? 2 : 1;  // n-tiles per B load
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* stage_base = reinterpret_cast<bf16*>(smem);
+  bf16* sT_s = stage_base + 2 * Smem::kStageElems;
+  bf16* uT_s = sT_s + VT * kSK;
+
+  const int Hv = args.num_v_heads;
+  const int vt = blockIdx.x % kTiles;
+  const int h = (blockIdx.x / kTiles) % Hv;
+  const int n = blockIdx.x / (kTiles * Hv);
+  const int v0 = vt * VT;
+  const int c_begin = args.chunk_table[n], c_end = args.chunk_table[n + 1];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int group = lane >> 2, tig = lane & 3;
+  const int rw = warp & 3;          // row group
+  const int e0 = (warp >> 2) * WC;  // first column of this warp in the tile
+
+  const bf16* w_g = reinterpret_cast<const bf16*>(args.w);
+  const bf16* kdt_g = reinterpret_cast<const bf16*>(args.kdt);
+  const bf16* u_g = reinterpret_cast<const bf16*>(args.u);
+  bf16* hs_g = reinterpret_cast<bf16*>(args.hs);
+  bf16* un_g = reinterpret_cast<bf16*>(args.un);
+
+  // Stage st: w, kdt, u.
+  auto stage_ptr = [&](int st) { return stage_base + st * Smem::kStageElems; };
+  auto issue_loads = [&](int c, int st) {
+    const int64_t ch = static_cast<int64_t>(c) * Hv + h;
+    bf16* w_s = stage_ptr(st);
+    bf16* kdt_s = w_s + 64 * kSK;
+    bf16* u_s = kdt_s + K * kSC;
+    CpAsyncTile<kThreads>(w_s, kSK, w_g + ch * 64 * K, K, 64, K);
+    CpAsyncTile<kThreads>(kdt_s, kSC, kdt_g + ch * K * 64, 64, K, 64);
+    CpAsyncTile<kThreads>(u_s, kSU, u_g + ch * 64 * V + v0, V, 64, VT);
+  };
+
+  // Page ids outside the pool: S is NaN, so is the sequence's o; no page is touched.
+  const bool pages_ok = PagesOk(args, n);
+  float S[MT][NT][4];
+  LoadInitialState<K, V>(S, sT_s, kSK, args, n, h, v0, rw, e0, lane, pages_ok);
+
+  if (c_begin < c_end) issue_loads(c_begin, 0);
+  CpAsyncCommit();
+  for (int c = c_begin; c < c_end; ++c) {
+    const int st = (c - c_begin) & 1;
+    const int64_t ch = static_cast<int64_t>(c) * Hv + h;
+    const float decay = args.decay[ch];
+    CpAsyncWaitAll();
+    __syncthreads();  // stage st and sT landed; chunk c - 1 is done with stage st ^ 1, uT
+    if (c + 1 < c_end) issue_loads(c + 1, st ^ 1);
+    CpAsyncCommit();
+
+    const bf16* w_s = stage_ptr(st);
+    const bf16* kdt_s = w_s + 64 * kSK;
+    const bf16* u_s = kdt_s + K * kSC;
+
+    // S^T of this chunk's start for the output pass: rows v0 .. v0 + VT of
+    // hs[ch] ([V][K], so one contiguous VT x K span). Read before the barrier
+    // below, after which the warps overwrite sT.
+    StoreTileContiguous<kThreads, VT, K>(hs_g + (ch * V + v0) * K, sT_s, kSK);
+
+    // U' = U - W S, rows 16 rw .., columns e0 ..
+    float acc_u[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc_u[nt][r] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < K / 16; ++ks) {
+      uint32_t aw[4];
+      LdsmA(aw, w_s + rw * 16 * kSK + ks * 16, kSK, lane);
+#pragma unroll
+      for (int nt = 0; nt < NT; nt += kPair) {
+        uint32_t bf[4];
+        FragB<kPair>(bf, sT_s + (e0 + nt * 8) * kSK + ks * 16, kSK, lane);
+#pragma unroll
+        for (int j = 0; j < kPair; ++j) Mma16816(acc_u[nt + j], aw, bf + 2 * j);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int i = rw * 16 + group + 8 * (r >> 1);
+        const int e = e0 + nt * 8 + 2 * tig + (r & 1);
+        const float un = __bfloat162float(u_s[i * kSU + e]) - acc_u[nt][r];
+        uT_s[e * kSC + i] = __float2bfloat16_rn(un);
+      }
+    __syncthreads();  // uT complete; every warp is done reading sT
+
+    // U'^T for the output pass: rows v0 .. v0 + VT of un[ch] ([V][64]).
+    StoreTileContiguous<kThreads, VT, 64>(un_g + (ch * V + v0) * 64, uT_s, kSC);
+
+    // S = decay S + Kd^T U' (U''s fragments loaded once per k-step for all
+    // of the warp's S rows; the interleaved mt chains hide mma latency).
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) S[mt][nt][r] *= decay;
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      uint32_t bf[NT / kPair][4];
+#pragma unroll
+      for (int nt = 0; nt < NT; nt += kPair) {
+        FragB<kPair>(bf[nt / kPair], uT_s + (e0 + nt * 8) * kSC + ks * 16, kSC, lane);
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        uint32_t ak[4];
+        LdsmA(ak, kdt_s + (rw * (K / 4) + mt * 16) * kSC + ks * 16, kSC, lane);
+#pragma unroll
+        for (int nt = 0; nt < NT; nt += kPair)
+#pragma unroll
+          for (int j = 0; j < kPair; ++j) Mma16816(S[mt][nt + j], ak, bf[nt / kPair] + 2 * j);
+      }
+    }
+    // S^T in bf16 for the next chunk (its readers passed the barrier above).
+    StoreStateTranspose<K>(sT_s, kSK, S, rw, e0, lane);
+  }
+  CpAsyncWaitAll();
+
+  if (pages_ok) StoreFinalState<K, V>(args, n, h, v0, S, rw, e0, lane);
+}
+
+}  // namespace gdn::cuda::chunked
+
+#endif  // GDN_KERNELS_CUDA_CHUNKED_STATE_CHAIN_CUH_

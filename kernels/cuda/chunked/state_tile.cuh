@@ -1,0 +1,134 @@
+// The [K, VT] state tile of the chunked prefill's sequential pass (kernel 2,
+// state_pass.cuh and state_chain.cuh), held in registers as mma
+// accumulators: warp w = 4 cw + rw holds state rows [rw K / 4, (rw + 1) K / 4)
+// (MT 16-row tiles) and columns [e0, e0 + 8 NT) of the tile, in the C
+// fragment layout of mma_bf16.cuh. Its page I/O and B-fragment loads, and
+// the store of o that the passes share (output_pass.cuh too).
+#ifndef GDN_KERNELS_CUDA_CHUNKED_STATE_TILE_CUH_
+#define GDN_KERNELS_CUDA_CHUNKED_STATE_TILE_CUH_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/chunked/chunk_args.h"
+#include "kernels/cuda/chunked/mma_bf16.cuh"
+#include "kernels/gdn_params.h"
+
+namespace gdn::cuda::chunked {
+
+// o [.., 2] at `at` in the call's input dtype.
+__device__ __forceinline__ void StoreOutPair(void* o, int64_t at, DType dtype, float x0,
+                                             float x1) {
+  if (dtype == DType::kBF16) {
+    StorePair(static_cast<bf16*>(o) + at, x0, x1);
+  } else if (dtype == DType::kF16) {
+    StorePair(static_cast<__half*>(o) + at, x0, x1);
+  } else {
+    StorePair(static_cast<float*>(o) + at, x0, x1);
+  }
+}
+
+// kPair B fragments of adjacent n-tiles (the transpose at tile_t): ldmatrix
+// for two, 32-bit loads for one.
+template <int kPair>
+__device__ __forceinline__ void FragB(uint32_t b[4], const bf16* tile_t, int stride, int lane) {
+  if constexpr (kPair == 2) {
+    LdsmB2(b, tile_t, stride, lane);
+  } else {
+    LoadB(b, tile_t, stride, lane);
+  }
+}
+
+// Whether sequence n's page ids are usable: the initial page in the pool or
+// kZeroStatePage, the final page in the pool. Otherwise the pass runs on a
+// NaN state (the sequence's o becomes NaN) and touches no page.
+__device__ __forceinline__ bool PagesOk(const ChunkArgs& args, int n) {
+  const int ip = args.initial_pages[n], fp = args.final_pages[n];
+  return (ip == kZeroStatePage || (ip >= 0 && ip < args.num_pages)) && fp >= 0 &&
+         fp < args.num_pages;
+}
+
+// S = the initial page's tile (head h, columns v0 + e0 ..; zero for
+// kZeroStatePage, NaN when !pages_ok), and its bf16 transpose into
+// sT_s[e][d] (`stride` elements per row e).
+template <int K, int V, int MT, int NT>
+__device__ __forceinline__ void LoadInitialState(float (&S)[MT][NT][4], bf16* sT_s, int stride,
+                                                 const ChunkArgs& args, int n, int h, int v0,
+                                                 int rw, int e0, int lane, bool pages_ok) {
+  const int group = lane >> 2, tig = lane & 3;
+  const int ip = args.initial_pages[n];
+  const char* init = nullptr;  // the page; elements of args.state_dtype
+  if (pages_ok && ip != kZeroStatePage) init = args.pool_base + ip * args.page_bytes;
+  const bool f32_state = args.state_dtype == StateDType::kF32;
+  const int64_t tile_offset = static_cast<int64_t>(h) * K * V + v0;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int d = rw * (K / 4) + mt * 16 + group + 8 * (r >> 1);
+        const int e = e0 + nt * 8 + 2 * tig + (r & 1);
+        float x = 0.f;
+        if (!pages_ok) {
+          x = __int_as_float(0x7fc00000);  // NaN
+        } else if (init != nullptr) {
+          const int64_t at = tile_offset + d * V + e;
+          x = f32_state ? reinterpret_cast<const float*>(init)[at]
+                        : __bfloat162float(reinterpret_cast<const bf16*>(init)[at]);
+        }
+        S[mt][nt][r] = x;
+        sT_s[e * stride + d] = __float2bfloat16_rn(x);
+      }
+}
+
+// S^T in bf16 into sT_s[e][d], for the next chunk's products.
+template <int K, int MT, int NT>
+__device__ __forceinline__ void StoreStateTranspose(bf16* sT_s, int stride,
+                                                    const float (&S)[MT][NT][4], int rw, int e0,
+                                                    int lane) {
+  const int group = lane >> 2, tig = lane & 3;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int d = rw * (K / 4) + mt * 16 + group + 8 * (r >> 1);
+        const int e = e0 + nt * 8 + 2 * tig + (r & 1);
+        sT_s[e * stride + d] = __float2bfloat16_rn(S[mt][nt][r]);
+      }
+}
+
+// The final page's tile (head h, columns v0 + e0 ..) = S, in the pages' dtype.
+template <int K, int V, int MT, int NT>
+__device__ __forceinline__ void StoreFinalState(const ChunkArgs& args, int n, int h, int v0,
+                                                const float (&S)[MT][NT][4], int rw, int e0,
+                                                int lane) {
+  const int group = lane >> 2, tig = lane & 3;
+  char* fin = args.pool_base + args.final_pages[n] * args.page_bytes;
+  const bool f32_state = args.state_dtype == StateDType::kF32;
+  const int64_t tile_offset = static_cast<int64_t>(h) * K * V + v0;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int d = rw * (K / 4) + mt * 16 + group + 8 * half;
+        const int e = e0 + nt * 8 + 2 * tig;
+        const int64_t at = tile_offset + d * V + e;
+        if (f32_state) {
+          StorePair(reinterpret_cast<float*>(fin) + at, S[mt][nt][2 * half],
+                    S[mt][nt][2 * half + 1]);
+        } else {
+          StorePair(reinterpret_cast<bf16*>(fin) + at, S[mt][nt][2 * half],
+                    S[mt][nt][2 * half + 1]);
+        }
+      }
+}
+
+}  // namespace gdn::cuda::chunked
+
+#endif  // GDN_KERNELS_CUDA_CHUNKED_STATE_TILE_CUH_

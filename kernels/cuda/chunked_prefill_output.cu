@@ -1,0 +1,34 @@
+// Template instances and launch of kernel 3, the output pass of kernel 2's
+// split form (output_pass.cuh): K, V in {64, 128}.
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/chunked/launch.h"
+#include "kernels/cuda/chunked/output_pass.cuh"
+
+namespace gdn::cuda::chunked {
+namespace {
+
+template <int K, int V>
+cudaError_t Launch(const ChunkArgs& args, cudaStream_t stream) {
+  constexpr int kBytes = OutputSmem<K, V>::kBytes;
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      OutputPassKernel<K, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+  if (attr != cudaSuccess) return attr;
+  const int64_t blocks = static_cast<int64_t>(args.num_chunks) * args.num_v_heads;
+  OutputPassKernel<K, V><<<static_cast<unsigned>(blocks), kOutputThreads, kBytes, stream>>>(args);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t LaunchOutputPass(const GdnOptions& options, const ChunkArgs& args,
+                             cudaStream_t stream) {
+  const int K = options.shape.head_dim_k, V = options.shape.head_dim_v;
+  if (K == 64 && V == 64) return Launch<64, 64>(args, stream);
+  if (K == 64 && V == 128) return Launch<64, 128>(args, stream);
+  if (K == 128 && V == 64) return Launch<128, 64>(args, stream);
+  if (K == 128 && V == 128) return Launch<128, 128>(args, stream);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace gdn::cuda::chunked
