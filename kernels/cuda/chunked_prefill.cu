@@ -132,7 +132,7 @@ size_t ChunkedPrefill::WorkspaceBytes(const GdnOptions& options, int num_seqs,
                                       int num_chunks, int state_variant) {
   return chunked::WorkspaceLayout(options.shape.head_dim_k, options.shape.head_dim_v,
                                   options.shape.num_v_heads, num_seqs, num_chunks,
-                                  state_variant == kSplitState)
+                                  IsSplitState(state_variant))
       .total;
 }
 
@@ -151,7 +151,7 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
     return absl::InvalidArgumentError("chunked prefill: too many tokens in one call");
   }
   const chunked::WorkspaceLayout layout(K, V, Hv, params.num_seqs, num_chunks,
-                                        state_variant_ == kSplitState);
+                                        IsSplitState(state_variant_));
   if (layout.total > workspace_bytes_) {
     if (!(stages & 1)) {  // a new workspace would hold no tiles of kernel 1
       return absl::FailedPreconditionError(
@@ -204,7 +204,7 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
   args.kdt = reinterpret_cast<uint16_t*>(ws + layout.kdt);
   args.p = reinterpret_cast<uint16_t*>(ws + layout.p);
   args.decay = reinterpret_cast<float*>(ws + layout.decay);
-  if (state_variant_ == kSplitState) {
+  if (IsSplitState(state_variant_)) {
     args.hs = reinterpret_cast<uint16_t*>(ws + layout.hs);
     args.un = reinterpret_cast<uint16_t*>(ws + layout.un);
   }

@@ -62,15 +62,16 @@ class ChunkedPrefill {
 
   // Kernel 2's variant (chunked_prefill_state.cu): 1 32 columns per warp and
   // 32-bit fragment loads; 2 half the columns per warp (twice the warps) and
-  // ldmatrix; 3 32 columns per warp and ldmatrix; 4 (kSplitState) the split
+  // ldmatrix; 3 32 columns per warp and ldmatrix; 4 the split
   // form, the recurrence alone on the serial chain and o by a parallel
   // kernel 3 (state_chain.cuh, output_pass.cuh; +48 KB of workspace per
   // (chunk, value head) at K = V = 128). All give the same bits. 2 was 4-11%
   // faster than 1 on every row of the H200 benchmark
   // (bench/results/2026-12-01-prefill-v5.md).
-  static constexpr int kSplitState = 4;
+  // 5 and 6: the split form with 3 and 4 stages of loads in the chain's ring.
   static constexpr int kDefaultState = 2;
-  static bool IsStateVariant(int variant) { return variant >= 1 && variant <= 4; }
+  static bool IsStateVariant(int variant) { return variant >= 1 && variant <= 6; }
+  static bool IsSplitState(int variant) { return variant >= 4; }
   void set_state_variant(int variant) { state_variant_ = variant; }
 
   // Workspace bytes a call of this shape needs.

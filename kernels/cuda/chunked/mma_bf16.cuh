@@ -128,6 +128,11 @@ __device__ __forceinline__ void CpAsyncCommit() {
 __device__ __forceinline__ void CpAsyncWaitAll() {
   asm volatile("cp.async.wait_group 0;\n" ::);
 }
+// Waits until at most kPending of this thread's most recent groups are in flight.
+template <int kPending>
+__device__ __forceinline__ void CpAsyncWaitPending() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
 
 // Copies a [rows x cols] bf16 tile (global rows `gstride` apart, cols a
 // multiple of 8) into shared memory rows `sstride` apart, all threads of the

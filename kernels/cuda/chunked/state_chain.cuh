@@ -11,7 +11,8 @@
 // same roundings, same accumulation order as StatePassKernel
 // (state_pass.cuh), so o and the final states are bitwise those of variants
 // 1 - 3; the chain carries ~57% of their mma per step and stages three tiles
-// (w, kdt, u) instead of five.
+// (w, kdt, u) instead of five, kStages - 1 chunks ahead (a ring of cp.async
+// groups) to cover the DRAM latency of a step's loads.
 //
 // Block per (sequence, value head, V tile of VT columns), 4 * VT / WC warps:
 // warp w = 4 cw + rw owns rows [16 rw, 16 rw + 16) of U', state rows
@@ -35,16 +36,17 @@ namespace gdn::cuda::chunked {
 template <int VT, int WC>
 inline constexpr int kChainThreadsFor = 128 * (VT / WC);
 
-// Shared memory of StateChainKernel<K, V, VT, ...>, in bytes: two stages of
+// Shared memory of StateChainKernel<K, V, VT, WC, kStages>, in bytes: a ring
+// of kStages stages of
 //   w [64][K+8], kdt [K][72], u [64][VT+8] (bf16)
 // then sT [VT][K+8] (S^T, bf16) and uT [VT][72] (U'^T, bf16).
-template <int K, int VT>
+template <int K, int VT, int kStages>
 struct ChainSmem {
   static constexpr int kStrideK = K + 8;
   static constexpr int kStrideC = 72;
   static constexpr int kStrideU = VT + 8;
   static constexpr int kStageElems = 64 * kStrideK + K * kStrideC + 64 * kStrideU;
-  static constexpr int kBytes = (2 * kStageElems + VT * kStrideK + VT * kStrideC) * 2;
+  static constexpr int kBytes = (kStages * kStageElems + VT * kStrideK + VT * kStrideC) * 2;
 };
 
 // rows x cols bf16 (cols a multiple of 8) from shared memory (rows `sstride`
@@ -59,10 +61,11 @@ __device__ __forceinline__ void StoreTileContiguous(bf16* gmem, const bf16* smem
   }
 }
 
-template <int K, int V, int VT, int WC>
+template <int K, int V, int VT, int WC, int kStages>
 __global__ void __launch_bounds__(kChainThreadsFor<VT, WC>, 1)
     StateChainKernel(const ChunkArgs args) {
-  using Smem = ChainSmem<K, VT>;
+  using Smem = ChainSmem<K, VT, kStages>;
+  static_assert(kStages >= 2, "a stage in use and at least one in flight");
   constexpr int kThreads = kChainThreadsFor<VT, WC>;
   constexpr int kSK = Smem::kStrideK, kSC = Smem::kStrideC, kSU = Smem::kStrideU;
   constexpr int kTiles = V / VT;
@@ -72,7 +75,7 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC>, 1)
   constexpr int kPair = NT % 2 == 0 ? 2 : 1;  // n-tiles per B load
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* stage_base = reinterpret_cast<bf16*>(smem);
-  bf16* sT_s = stage_base + 2 * Smem::kStageElems;
+  bf16* sT_s = stage_base + kStages * Smem::kStageElems;
   bf16* uT_s = sT_s + VT * kSK;
 
   const int Hv = args.num_v_heads;
@@ -109,15 +112,22 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC>, 1)
   float S[MT][NT][4];
   LoadInitialState<K, V>(S, sT_s, kSK, args, n, h, v0, rw, e0, lane, pages_ok);
 
-  if (c_begin < c_end) issue_loads(c_begin, 0);
-  CpAsyncCommit();
+  // The ring: chunk c_begin + i in stage i % kStages, kStages - 1 chunks
+  // ahead; one commit group per chunk (empty past the end).
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (c_begin + i < c_end) issue_loads(c_begin + i, i);
+    CpAsyncCommit();
+  }
   for (int c = c_begin; c < c_end; ++c) {
-    const int st = (c - c_begin) & 1;
+    const int st = (c - c_begin) % kStages;
     const int64_t ch = static_cast<int64_t>(c) * Hv + h;
     const float decay = args.decay[ch];
-    CpAsyncWaitAll();
-    __syncthreads();  // stage st and sT landed; chunk c - 1 is done with stage st ^ 1, uT
-    if (c + 1 < c_end) issue_loads(c + 1, st ^ 1);
+    CpAsyncWaitPending<kStages - 2>();
+    // Stage st and sT landed; chunk c - 1 is done with its stage and uT.
+    __syncthreads();
+    const int ahead = c + kStages - 1;
+    if (ahead < c_end) issue_loads(ahead, (ahead - c_begin) % kStages);
     CpAsyncCommit();
 
     const bf16* w_s = stage_ptr(st);
