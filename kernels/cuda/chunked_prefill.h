@@ -68,10 +68,9 @@ class ChunkedPrefill {
   // (chunk, value head) at K = V = 128). All give the same bits. 2 was 4-11%
   // faster than 1 on every row of the H200 benchmark
   // (bench/results/2026-12-01-prefill-v5.md).
-  // 5 and 6: the split form with 3 and 4 stages of loads in the chain's ring.
   static constexpr int kDefaultState = 2;
-  static bool IsStateVariant(int variant) { return variant >= 1 && variant <= 6; }
-  static bool IsSplitState(int variant) { return variant >= 4; }
+  static bool IsStateVariant(int variant) { return variant >= 1 && variant <= 4; }
+  static bool IsSplitState(int variant) { return variant == 4; }
   void set_state_variant(int variant) { state_variant_ = variant; }
 
   // Workspace bytes a call of this shape needs.

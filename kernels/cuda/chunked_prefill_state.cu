@@ -4,9 +4,7 @@
 //   variant 2  half the columns per warp (twice the warps), ldmatrix;
 //   variant 3  32 columns per warp (16 at VT 16), ldmatrix;
 //   variant 4  the split form: the chain alone (state_chain.cuh) with half
-//              the columns per warp and 2 stages of loads in flight, then
-//              kernel 3 (output_pass.cuh) for o;
-//   variant 5, 6  the split form with 3, 4 stages.
+//              the columns per warp, then kernel 3 (output_pass.cuh) for o.
 // All give bitwise the same o and states.
 #include <cuda_runtime.h>
 
@@ -30,16 +28,16 @@ cudaError_t Launch(const ChunkArgs& args, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <int K, int V, int VT, int WC, int kStages>
+template <int K, int V, int VT, int WC>
 cudaError_t LaunchChainThenOutput(const GdnOptions& options, const ChunkArgs& args,
                                   cudaStream_t stream) {
-  constexpr int kBytes = ChainSmem<K, VT, kStages>::kBytes;
+  constexpr int kBytes = ChainSmem<K, VT>::kBytes;
   static const cudaError_t attr =
-      cudaFuncSetAttribute(StateChainKernel<K, V, VT, WC, kStages>,
+      cudaFuncSetAttribute(StateChainKernel<K, V, VT, WC>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
   if (attr != cudaSuccess) return attr;
   const int64_t blocks = static_cast<int64_t>(args.num_seqs) * args.num_v_heads * (V / VT);
-  StateChainKernel<K, V, VT, WC, kStages>
+  StateChainKernel<K, V, VT, WC>
       <<<static_cast<unsigned>(blocks), kChainThreadsFor<VT, WC>, kBytes, stream>>>(args);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   return LaunchOutputPass(options, args, stream);
@@ -56,11 +54,7 @@ cudaError_t ByVariant(const GdnOptions& options, const ChunkArgs& args, int vari
     case 3:
       return Launch<K, V, VT, kWide, true>(args, stream);
     case 4:
-      return LaunchChainThenOutput<K, V, VT, kWide / 2, 2>(options, args, stream);
-    case 5:
-      return LaunchChainThenOutput<K, V, VT, kWide / 2, 3>(options, args, stream);
-    case 6:
-      return LaunchChainThenOutput<K, V, VT, kWide / 2, 4>(options, args, stream);
+      return LaunchChainThenOutput<K, V, VT, kWide / 2>(options, args, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -110,6 +110,38 @@ __device__ __forceinline__ void LdsmTrans4Rows(uint32_t r[4], const bf16* tile, 
                : "r"(SharedAddress(p)));
 }
 
+// ---- the C (accumulator) fragment layout in bf16, to and from shared memory ----
+// A 16 x 8 block of a [rows][cols] bf16 tile in the layout of an mma C
+// fragment: lane 4 g + t holds r[0] = (row g, cols 2 t, 2 t + 1) and r[1] =
+// (row g + 8, same cols), two bf16 each (ldmatrix, sm_75+).
+__device__ __forceinline__ void LdsmAcc16x8(uint32_t r[2], const bf16* tile, int stride,
+                                            int lane) {
+  const bf16* p = tile + (lane & 15) * stride;  // lanes 16-31: ignored, valid addresses
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(SharedAddress(p)));
+}
+
+// The transpose of a 16 x 8 block held in the C-fragment layout (r[0] rows
+// 0-7, r[1] rows 8-15, as LdsmAcc16x8) into the [cols][rows] tile at
+// `tile_t`: tile_t[j * stride + i] = block[i][j] (stmatrix .trans, sm_90).
+// Two such blocks at once (x4): r[2], r[3] the block whose transpose starts
+// 8 rows (of tile_t) further.
+__device__ __forceinline__ void StsmTrans16x8(bf16* tile_t, int stride, const uint32_t r[2],
+                                              int lane) {
+  const bf16* p = tile_t + (lane & 7) * stride + ((lane >> 3) & 1) * 8;
+  asm volatile("stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%0], {%1, %2};\n"
+               ::"r"(SharedAddress(p)), "r"(r[0]), "r"(r[1])
+               : "memory");
+}
+__device__ __forceinline__ void StsmTrans16x8Pair(bf16* tile_t, int stride, const uint32_t r[4],
+                                                  int lane) {
+  const bf16* p = tile_t + ((lane & 7) + ((lane >> 4) << 3)) * stride + ((lane >> 3) & 1) * 8;
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n"
+               ::"r"(SharedAddress(p)), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
 // Two fp32 -> one bf16x2 register (lo in the lower half), round to nearest.
 __device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
@@ -146,6 +178,22 @@ __device__ __forceinline__ void CpAsyncTile(bf16* smem, int sstride,
   for (int p = threadIdx.x; p < pieces; p += kThreads) {
     const int r = p / pieces_per_row, c = (p % pieces_per_row) * 8;
     CpAsync16(smem + r * sstride + c, gmem + r * gstride + c);
+  }
+}
+
+// The same with the tile's shape known at compile time: a fully unrolled
+// loop without divisions (kThreads divides the pieces or the tail is guarded).
+template <int kThreads, int kRows, int kCols>
+__device__ __forceinline__ void CpAsyncTileStatic(bf16* smem, int sstride, const bf16* gmem,
+                                                  int64_t gstride) {
+  constexpr int kPerRow = kCols / 8, kPieces = kRows * kPerRow;
+#pragma unroll
+  for (int i = 0; i < (kPieces + kThreads - 1) / kThreads; ++i) {
+    const int p = threadIdx.x + i * kThreads;
+    if (kPieces % kThreads == 0 || p < kPieces) {
+      const int r = p / kPerRow, c = (p % kPerRow) * 8;
+      CpAsync16(smem + r * sstride + c, gmem + r * gstride + c);
+    }
   }
 }
 

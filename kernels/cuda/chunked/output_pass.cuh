@@ -53,14 +53,14 @@ __global__ void __launch_bounds__(kOutputThreads, 2) OutputPassKernel(const Chun
   const int rw = warp & 3;
   const int e0 = (warp >> 2) * (V / 2);
 
-  CpAsyncTile<kOutputThreads>(qg_s, kSK, reinterpret_cast<const bf16*>(args.qg) + ch * 64 * K,
-                              K, 64, K);
-  CpAsyncTile<kOutputThreads>(p_s, kSC, reinterpret_cast<const bf16*>(args.p) + ch * 64 * 64,
-                              64, 64, 64);
-  CpAsyncTile<kOutputThreads>(sT_s, kSK, reinterpret_cast<const bf16*>(args.hs) + ch * V * K,
-                              K, V, K);
-  CpAsyncTile<kOutputThreads>(uT_s, kSC, reinterpret_cast<const bf16*>(args.un) + ch * V * 64,
-                              64, V, 64);
+  CpAsyncTileStatic<kOutputThreads, 64, K>(
+      qg_s, kSK, reinterpret_cast<const bf16*>(args.qg) + ch * 64 * K, K);
+  CpAsyncTileStatic<kOutputThreads, 64, 64>(
+      p_s, kSC, reinterpret_cast<const bf16*>(args.p) + ch * 64 * 64, 64);
+  CpAsyncTileStatic<kOutputThreads, V, K>(
+      sT_s, kSK, reinterpret_cast<const bf16*>(args.hs) + ch * V * K, K);
+  CpAsyncTileStatic<kOutputThreads, V, 64>(
+      uT_s, kSC, reinterpret_cast<const bf16*>(args.un) + ch * V * 64, 64);
   CpAsyncCommit();
 
   // Where the chunk's tokens are (read while the copies fly).

@@ -36,11 +36,16 @@ namespace gdn::cuda::chunked {
 template <int VT, int WC>
 inline constexpr int kChainThreadsFor = 128 * (VT / WC);
 
-// Shared memory of StateChainKernel<K, V, VT, WC, kStages>, in bytes: a ring
-// of kStages stages of
+// Stages of the chain's load ring: 3 and 4 measured no faster than 2 on the
+// H200 (bench/results/2026-12-01-prefill-v6.md: the chain is bound by its
+// per-warp instruction latency, not by the loads).
+inline constexpr int kChainStages = 2;
+
+// Shared memory of StateChainKernel<K, V, VT, WC>, in bytes: a ring of
+// kStages stages of
 //   w [64][K+8], kdt [K][72], u [64][VT+8] (bf16)
 // then sT [VT][K+8] (S^T, bf16) and uT [VT][72] (U'^T, bf16).
-template <int K, int VT, int kStages>
+template <int K, int VT, int kStages = kChainStages>
 struct ChainSmem {
   static constexpr int kStrideK = K + 8;
   static constexpr int kStrideC = 72;
@@ -54,17 +59,22 @@ struct ChainSmem {
 template <int kThreads, int kRows, int kCols>
 __device__ __forceinline__ void StoreTileContiguous(bf16* gmem, const bf16* smem, int sstride) {
   constexpr int kPieces = kRows * kCols / 8;
-  for (int p = threadIdx.x; p < kPieces; p += kThreads) {
-    const int r = p / (kCols / 8), c = (p % (kCols / 8)) * 8;
-    *reinterpret_cast<uint4*>(gmem + r * kCols + c) =
-        *reinterpret_cast<const uint4*>(smem + r * sstride + c);
+#pragma unroll
+  for (int i = 0; i < (kPieces + kThreads - 1) / kThreads; ++i) {
+    const int p = threadIdx.x + i * kThreads;
+    if (kPieces % kThreads == 0 || p < kPieces) {
+      const int r = p / (kCols / 8), c = (p % (kCols / 8)) * 8;
+      *reinterpret_cast<uint4*>(gmem + r * kCols + c) =
+          *reinterpret_cast<const uint4*>(smem + r * sstride + c);
+    }
   }
 }
 
-template <int K, int V, int VT, int WC, int kStages>
+template <int K, int V, int VT, int WC>
 __global__ void __launch_bounds__(kChainThreadsFor<VT, WC>, 1)
     StateChainKernel(const ChunkArgs args) {
-  using Smem = ChainSmem<K, VT, kStages>;
+  constexpr int kStages = kChainStages;
+  using Smem = ChainSmem<K, VT>;
   static_assert(kStages >= 2, "a stage in use and at least one in flight");
   constexpr int kThreads = kChainThreadsFor<VT, WC>;
   constexpr int kSK = Smem::kStrideK, kSC = Smem::kStrideC, kSU = Smem::kStrideU;
@@ -85,7 +95,6 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC>, 1)
   const int v0 = vt * VT;
   const int c_begin = args.chunk_table[n], c_end = args.chunk_table[n + 1];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int group = lane >> 2, tig = lane & 3;
   const int rw = warp & 3;          // row group
   const int e0 = (warp >> 2) * WC;  // first column of this warp in the tile
 
@@ -102,9 +111,9 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC>, 1)
     bf16* w_s = stage_ptr(st);
     bf16* kdt_s = w_s + 64 * kSK;
     bf16* u_s = kdt_s + K * kSC;
-    CpAsyncTile<kThreads>(w_s, kSK, w_g + ch * 64 * K, K, 64, K);
-    CpAsyncTile<kThreads>(kdt_s, kSC, kdt_g + ch * K * 64, 64, K, 64);
-    CpAsyncTile<kThreads>(u_s, kSU, u_g + ch * 64 * V + v0, V, 64, VT);
+    CpAsyncTileStatic<kThreads, 64, K>(w_s, kSK, w_g + ch * 64 * K, K);
+    CpAsyncTileStatic<kThreads, K, 64>(kdt_s, kSC, kdt_g + ch * K * 64, 64);
+    CpAsyncTileStatic<kThreads, 64, VT>(u_s, kSU, u_g + ch * 64 * V + v0, V);
   };
 
   // Page ids outside the pool: S is NaN, so is the sequence's o; no page is touched.
@@ -157,15 +166,19 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC>, 1)
         for (int j = 0; j < kPair; ++j) Mma16816(acc_u[nt + j], aw, bf + 2 * j);
       }
     }
+    // U in the accumulators' layout by ldmatrix, U' (bf16) transposed into
+    // uT by stmatrix.trans.
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int i = rw * 16 + group + 8 * (r >> 1);
-        const int e = e0 + nt * 8 + 2 * tig + (r & 1);
-        const float un = __bfloat162float(u_s[i * kSU + e]) - acc_u[nt][r];
-        uT_s[e * kSC + i] = __float2bfloat16_rn(un);
-      }
+    for (int nt = 0; nt < NT; ++nt) {
+      uint32_t uf[2];
+      LdsmAcc16x8(uf, u_s + rw * 16 * kSU + e0 + nt * 8, kSU, lane);
+      const uint32_t r[2] = {
+          PackBf16(__uint_as_float(uf[0] << 16) - acc_u[nt][0],
+                   __uint_as_float(uf[0] & 0xffff0000u) - acc_u[nt][1]),
+          PackBf16(__uint_as_float(uf[1] << 16) - acc_u[nt][2],
+                   __uint_as_float(uf[1] & 0xffff0000u) - acc_u[nt][3])};
+      StsmTrans16x8(uT_s + (e0 + nt * 8) * kSC + rw * 16, kSC, r, lane);
+    }
     __syncthreads();  // uT complete; every warp is done reading sT
 
     // U'^T for the output pass: rows v0 .. v0 + VT of un[ch] ([V][64]).

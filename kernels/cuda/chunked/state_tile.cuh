@@ -83,22 +83,30 @@ __device__ __forceinline__ void LoadInitialState(float (&S)[MT][NT][4], bf16* sT
       }
 }
 
-// S^T in bf16 into sT_s[e][d], for the next chunk's products.
+// S^T in bf16 into sT_s[e][d], for the next chunk's products: one
+// stmatrix.trans per two 16 x 8 blocks (per block when NT is odd).
 template <int K, int MT, int NT>
 __device__ __forceinline__ void StoreStateTranspose(bf16* sT_s, int stride,
                                                     const float (&S)[MT][NT][4], int rw, int e0,
                                                     int lane) {
-  const int group = lane >> 2, tig = lane & 3;
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
+  for (int mt = 0; mt < MT; ++mt) {
+    bf16* rows = sT_s + rw * (K / 4) + mt * 16;  // + e * stride
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int d = rw * (K / 4) + mt * 16 + group + 8 * (r >> 1);
-        const int e = e0 + nt * 8 + 2 * tig + (r & 1);
-        sT_s[e * stride + d] = __float2bfloat16_rn(S[mt][nt][r]);
+    for (int nt = 0; nt < NT; nt += NT % 2 == 0 ? 2 : 1) {
+      if constexpr (NT % 2 == 0) {
+        const uint32_t r[4] = {PackBf16(S[mt][nt][0], S[mt][nt][1]),
+                               PackBf16(S[mt][nt][2], S[mt][nt][3]),
+                               PackBf16(S[mt][nt + 1][0], S[mt][nt + 1][1]),
+                               PackBf16(S[mt][nt + 1][2], S[mt][nt + 1][3])};
+        StsmTrans16x8Pair(rows + (e0 + nt * 8) * stride, stride, r, lane);
+      } else {
+        const uint32_t r[2] = {PackBf16(S[mt][nt][0], S[mt][nt][1]),
+                               PackBf16(S[mt][nt][2], S[mt][nt][3])};
+        StsmTrans16x8(rows + (e0 + nt * 8) * stride, stride, r, lane);
       }
+    }
+  }
 }
 
 // The final page's tile (head h, columns v0 + e0 ..) = S, in the pages' dtype.
