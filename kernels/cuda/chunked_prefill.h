@@ -69,7 +69,7 @@ class ChunkedPrefill {
   // faster than 1 on every row of the H200 benchmark
   // (bench/results/2026-12-01-prefill-v5.md).
   static constexpr int kDefaultState = 2;
-  static bool IsStateVariant(int variant) { return variant >= 1 && variant <= 4; }
+  static bool IsStateVariant(int variant) { return variant >= 1 && variant <= 5; }
   static bool IsSplitState(int variant) { return variant == 4; }
   void set_state_variant(int variant) { state_variant_ = variant; }
 

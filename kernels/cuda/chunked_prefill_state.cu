@@ -4,7 +4,9 @@
 //   variant 2  half the columns per warp (twice the warps), ldmatrix;
 //   variant 3  32 columns per warp (16 at VT 16), ldmatrix;
 //   variant 4  the split form: the chain alone (state_chain.cuh) with half
-//              the columns per warp, then kernel 3 (output_pass.cuh) for o.
+//              the columns per warp, then kernel 3 (output_pass.cuh) for o;
+//   variant 5  the fused chain: 8 chain warps (VT / 2 columns each) and 8
+//              warps computing o in the same block (state_chain.cuh).
 // All give bitwise the same o and states.
 #include <cuda_runtime.h>
 
@@ -28,19 +30,19 @@ cudaError_t Launch(const ChunkArgs& args, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <int K, int V, int VT, int WC>
-cudaError_t LaunchChainThenOutput(const GdnOptions& options, const ChunkArgs& args,
-                                  cudaStream_t stream) {
-  constexpr int kBytes = ChainSmem<K, VT>::kBytes;
+// The chain (state_chain.cuh); without kFused then kernel 3 for o.
+template <int K, int V, int VT, int WC, bool kFused>
+cudaError_t LaunchChain(const GdnOptions& options, const ChunkArgs& args, cudaStream_t stream) {
+  constexpr int kBytes = ChainSmem<K, VT, kFused>::kBytes;
   static const cudaError_t attr =
-      cudaFuncSetAttribute(StateChainKernel<K, V, VT, WC>,
+      cudaFuncSetAttribute(StateChainKernel<K, V, VT, WC, kFused>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
   if (attr != cudaSuccess) return attr;
   const int64_t blocks = static_cast<int64_t>(args.num_seqs) * args.num_v_heads * (V / VT);
-  StateChainKernel<K, V, VT, WC>
-      <<<static_cast<unsigned>(blocks), kChainThreadsFor<VT, WC>, kBytes, stream>>>(args);
+  StateChainKernel<K, V, VT, WC, kFused>
+      <<<static_cast<unsigned>(blocks), kChainThreadsFor<VT, WC, kFused>, kBytes, stream>>>(args);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  return LaunchOutputPass(options, args, stream);
+  return kFused ? cudaSuccess : LaunchOutputPass(options, args, stream);
 }
 
 template <int K, int V, int VT>
@@ -54,7 +56,9 @@ cudaError_t ByVariant(const GdnOptions& options, const ChunkArgs& args, int vari
     case 3:
       return Launch<K, V, VT, kWide, true>(args, stream);
     case 4:
-      return LaunchChainThenOutput<K, V, VT, kWide / 2>(options, args, stream);
+      return LaunchChain<K, V, VT, kWide / 2, false>(options, args, stream);
+    case 5:
+      return LaunchChain<K, V, VT, VT / 2, true>(options, args, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -225,7 +225,7 @@ TEST_F(CudaBackendTest, CapiReportsBadArguments) {
   EXPECT_NE(std::string(gdn_last_error()).find("v_tile"), std::string::npos) << gdn_last_error();
   EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 0, -1, -1), 3);
   EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, 5, -1), 3);
-  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, -1, 5), 3);
+  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, -1, 6), 3);
   EXPECT_NE(std::string(gdn_last_error()).find("state_variant"), std::string::npos)
       << gdn_last_error();
   // Kernel-1 variants 0 - 2 were removed.

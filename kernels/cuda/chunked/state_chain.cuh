@@ -1,23 +1,28 @@
-// Kernel 2 of the chunked prefill, split form (kernel 2 variant 4): the
-// sequential pass over a sequence's chunks with only what the recurrence
-// itself needs on the serial chain,
+// Kernel 2 of the chunked prefill with the recurrence alone on its warps'
+// serial chain,
 //   U' = U - W S              [64, VT]   (rounded to bf16)
 //   S  = exp(G_last) S + Kd^T U'
-// and, per chunk, the two things the output needs written to the workspace:
-//   hs [ch][V][K]   S^T at the chunk's start (bf16, as the products see it)
-//   un [ch][V][64]  U'^T (bf16)
-// O = Qg S + P U' then runs for every chunk in parallel (output_pass.cuh), as
-// flash-linear-attention splits chunk_fwd_h from chunk_fwd_o. Same products,
-// same roundings, same accumulation order as StatePassKernel
+// and the output O = Qg S + P U' off that chain, in one of two ways:
+//   split (kFused false, kernel 2 variant 4): per chunk the chain writes
+//     hs [ch][V][K]   S^T at the chunk's start (bf16, as the products see it)
+//     un [ch][V][64]  U'^T (bf16)
+//   and kernel 3 (output_pass.cuh) computes o for every chunk in parallel,
+//   as flash-linear-attention splits chunk_fwd_h from chunk_fwd_o;
+//   fused (kFused true, variant 5): as many warps again compute O in the
+//   same block from the S^T / U'^T tiles in shared memory, in step with the
+//   chain (Qg S while the chain computes U', P U' while it updates S), so
+//   nothing extra goes through memory and the two kinds of warps fill each
+//   other's latency.
+// Same products, same roundings, same accumulation order as StatePassKernel
 // (state_pass.cuh), so o and the final states are bitwise those of variants
-// 1 - 3; the chain carries ~57% of their mma per step and stages three tiles
-// (w, kdt, u) instead of five, kStages - 1 chunks ahead (a ring of cp.async
-// groups) to cover the DRAM latency of a step's loads.
+// 1 - 3. Loads (w, kdt, u; with kFused qg, p) run kStages - 1 chunks ahead in
+// a ring of cp.async groups.
 //
-// Block per (sequence, value head, V tile of VT columns), 4 * VT / WC warps:
-// warp w = 4 cw + rw owns rows [16 rw, 16 rw + 16) of U', state rows
+// Block per (sequence, value head, V tile of VT columns), 4 * VT / WC chain
+// warps: warp w = 4 cw + rw owns rows [16 rw, 16 rw + 16) of U', state rows
 // [rw K / 4, (rw + 1) K / 4) and columns [cw WC, (cw + 1) WC) of the tile;
-// the [K, VT] state tile lives in registers (fp32 mma accumulators).
+// the [K, VT] state tile lives in registers (fp32 mma accumulators). The o
+// warps (kFused) own the same rows and columns of O.
 #ifndef GDN_KERNELS_CUDA_CHUNKED_STATE_CHAIN_CUH_
 #define GDN_KERNELS_CUDA_CHUNKED_STATE_CHAIN_CUH_
 
@@ -32,25 +37,27 @@
 
 namespace gdn::cuda::chunked {
 
-// Threads per block of StateChainKernel<..., VT, WC>.
-template <int VT, int WC>
-inline constexpr int kChainThreadsFor = 128 * (VT / WC);
+// Threads per block of StateChainKernel<..., VT, WC, kFused>: 4 VT / WC
+// warps on the chain, as many again computing o with kFused.
+template <int VT, int WC, bool kFused>
+inline constexpr int kChainThreadsFor = 128 * (VT / WC) * (kFused ? 2 : 1);
 
 // Stages of the chain's load ring: 3 and 4 measured no faster than 2 on the
 // H200 (bench/results/2026-12-01-prefill-v6.md: the chain is bound by its
 // per-warp instruction latency, not by the loads).
 inline constexpr int kChainStages = 2;
 
-// Shared memory of StateChainKernel<K, V, VT, WC>, in bytes: a ring of
-// kStages stages of
-//   w [64][K+8], kdt [K][72], u [64][VT+8] (bf16)
-// then sT [VT][K+8] (S^T, bf16) and uT [VT][72] (U'^T, bf16).
-template <int K, int VT, int kStages = kChainStages>
+// Shared memory of StateChainKernel<K, V, VT, WC, kFused>, in bytes: a ring
+// of kStages stages of
+//   w [64][K+8], kdt [K][72], u [64][VT+8], with kFused qg [64][K+8], p [64][72]
+// (bf16), then sT [VT][K+8] (S^T, bf16) and uT [VT][72] (U'^T, bf16).
+template <int K, int VT, bool kFused, int kStages = kChainStages>
 struct ChainSmem {
   static constexpr int kStrideK = K + 8;
   static constexpr int kStrideC = 72;
   static constexpr int kStrideU = VT + 8;
-  static constexpr int kStageElems = 64 * kStrideK + K * kStrideC + 64 * kStrideU;
+  static constexpr int kStageElems = 64 * kStrideK + K * kStrideC + 64 * kStrideU +
+                                     (kFused ? 64 * kStrideK + 64 * kStrideC : 0);
   static constexpr int kBytes = (kStages * kStageElems + VT * kStrideK + VT * kStrideC) * 2;
 };
 
@@ -70,13 +77,14 @@ __device__ __forceinline__ void StoreTileContiguous(bf16* gmem, const bf16* smem
   }
 }
 
-template <int K, int V, int VT, int WC>
-__global__ void __launch_bounds__(kChainThreadsFor<VT, WC>, 1)
+template <int K, int V, int VT, int WC, bool kFused>
+__global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
     StateChainKernel(const ChunkArgs args) {
   constexpr int kStages = kChainStages;
-  using Smem = ChainSmem<K, VT>;
+  using Smem = ChainSmem<K, VT, kFused>;
   static_assert(kStages >= 2, "a stage in use and at least one in flight");
-  constexpr int kThreads = kChainThreadsFor<VT, WC>;
+  constexpr int kThreads = kChainThreadsFor<VT, WC, kFused>;
+  constexpr int kChainWarps = 4 * (VT / WC);
   constexpr int kSK = Smem::kStrideK, kSC = Smem::kStrideC, kSU = Smem::kStrideU;
   constexpr int kTiles = V / VT;
   static_assert((WC == 8 || WC == 16 || WC == 32) && VT % WC == 0, "warp layout");
@@ -95,16 +103,22 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC>, 1)
   const int v0 = vt * VT;
   const int c_begin = args.chunk_table[n], c_end = args.chunk_table[n + 1];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int rw = warp & 3;          // row group
-  const int e0 = (warp >> 2) * WC;  // first column of this warp in the tile
+  // Warps [0, kChainWarps) carry the recurrence; with kFused the next
+  // kChainWarps compute o, in the same layout over O's [64, VT].
+  const bool is_chain = warp < kChainWarps;
+  const int role_warp = is_chain ? warp : warp - kChainWarps;
+  const int rw = role_warp & 3;          // row group
+  const int e0 = (role_warp >> 2) * WC;  // first column of this warp in the tile
 
   const bf16* w_g = reinterpret_cast<const bf16*>(args.w);
   const bf16* kdt_g = reinterpret_cast<const bf16*>(args.kdt);
   const bf16* u_g = reinterpret_cast<const bf16*>(args.u);
+  const bf16* qg_g = reinterpret_cast<const bf16*>(args.qg);
+  const bf16* p_g = reinterpret_cast<const bf16*>(args.p);
   bf16* hs_g = reinterpret_cast<bf16*>(args.hs);
   bf16* un_g = reinterpret_cast<bf16*>(args.un);
 
-  // Stage st: w, kdt, u.
+  // Stage st: w, kdt, u, then with kFused qg, p.
   auto stage_ptr = [&](int st) { return stage_base + st * Smem::kStageElems; };
   auto issue_loads = [&](int c, int st) {
     const int64_t ch = static_cast<int64_t>(c) * Hv + h;
@@ -114,12 +128,18 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC>, 1)
     CpAsyncTileStatic<kThreads, 64, K>(w_s, kSK, w_g + ch * 64 * K, K);
     CpAsyncTileStatic<kThreads, K, 64>(kdt_s, kSC, kdt_g + ch * K * 64, 64);
     CpAsyncTileStatic<kThreads, 64, VT>(u_s, kSU, u_g + ch * 64 * V + v0, V);
+    if constexpr (kFused) {
+      bf16* qg_s = u_s + 64 * kSU;
+      bf16* p_s = qg_s + 64 * kSK;
+      CpAsyncTileStatic<kThreads, 64, K>(qg_s, kSK, qg_g + ch * 64 * K, K);
+      CpAsyncTileStatic<kThreads, 64, 64>(p_s, kSC, p_g + ch * 64 * 64, 64);
+    }
   };
 
   // Page ids outside the pool: S is NaN, so is the sequence's o; no page is touched.
   const bool pages_ok = PagesOk(args, n);
   float S[MT][NT][4];
-  LoadInitialState<K, V>(S, sT_s, kSK, args, n, h, v0, rw, e0, lane, pages_ok);
+  if (is_chain) LoadInitialState<K, V>(S, sT_s, kSK, args, n, h, v0, rw, e0, lane, pages_ok);
 
   // The ring: chunk c_begin + i in stage i % kStages, kStages - 1 chunks
   // ahead; one commit group per chunk (empty past the end).
@@ -128,10 +148,12 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC>, 1)
     if (c_begin + i < c_end) issue_loads(c_begin + i, i);
     CpAsyncCommit();
   }
+  const int64_t o_token = static_cast<int64_t>(Hv) * V;
+  const int seq_begin = args.cu_seqlens[n], seq_end = args.cu_seqlens[n + 1];
   for (int c = c_begin; c < c_end; ++c) {
     const int st = (c - c_begin) % kStages;
     const int64_t ch = static_cast<int64_t>(c) * Hv + h;
-    const float decay = args.decay[ch];
+    const float decay = is_chain ? args.decay[ch] : 0.f;
     CpAsyncWaitPending<kStages - 2>();
     // Stage st and sT landed; chunk c - 1 is done with its stage and uT.
     __syncthreads();
@@ -142,79 +164,133 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC>, 1)
     const bf16* w_s = stage_ptr(st);
     const bf16* kdt_s = w_s + 64 * kSK;
     const bf16* u_s = kdt_s + K * kSC;
+    const bf16* qg_s = u_s + 64 * kSU;  // kFused only
+    const bf16* p_s = qg_s + 64 * kSK;  // kFused only
 
-    // S^T of this chunk's start for the output pass: rows v0 .. v0 + VT of
-    // hs[ch] ([V][K], so one contiguous VT x K span). Read before the barrier
-    // below, after which the warps overwrite sT.
-    StoreTileContiguous<kThreads, VT, K>(hs_g + (ch * V + v0) * K, sT_s, kSK);
-
-    // U' = U - W S, rows 16 rw .., columns e0 ..
-    float acc_u[NT][4];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) acc_u[nt][r] = 0.f;
-#pragma unroll
-    for (int ks = 0; ks < K / 16; ++ks) {
-      uint32_t aw[4];
-      LdsmA(aw, w_s + rw * 16 * kSK + ks * 16, kSK, lane);
-#pragma unroll
-      for (int nt = 0; nt < NT; nt += kPair) {
-        uint32_t bf[4];
-        FragB<kPair>(bf, sT_s + (e0 + nt * 8) * kSK + ks * 16, kSK, lane);
-#pragma unroll
-        for (int j = 0; j < kPair; ++j) Mma16816(acc_u[nt + j], aw, bf + 2 * j);
-      }
+    [[maybe_unused]] float acc_o[NT][4];  // kFused, o warps: O = Qg S + P U'
+    if constexpr (!kFused) {
+      // S^T of this chunk's start for the output pass: rows v0 .. v0 + VT of
+      // hs[ch] ([V][K], so one contiguous VT x K span). Read before the
+      // barrier below, after which the warps overwrite sT.
+      StoreTileContiguous<kThreads, VT, K>(hs_g + (ch * V + v0) * K, sT_s, kSK);
     }
-    // U in the accumulators' layout by ldmatrix, U' (bf16) transposed into
-    // uT by stmatrix.trans.
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      uint32_t uf[2];
-      LdsmAcc16x8(uf, u_s + rw * 16 * kSU + e0 + nt * 8, kSU, lane);
-      const uint32_t r[2] = {
-          PackBf16(__uint_as_float(uf[0] << 16) - acc_u[nt][0],
-                   __uint_as_float(uf[0] & 0xffff0000u) - acc_u[nt][1]),
-          PackBf16(__uint_as_float(uf[1] << 16) - acc_u[nt][2],
-                   __uint_as_float(uf[1] & 0xffff0000u) - acc_u[nt][3])};
-      StsmTrans16x8(uT_s + (e0 + nt * 8) * kSC + rw * 16, kSC, r, lane);
-    }
-    __syncthreads();  // uT complete; every warp is done reading sT
-
-    // U'^T for the output pass: rows v0 .. v0 + VT of un[ch] ([V][64]).
-    StoreTileContiguous<kThreads, VT, 64>(un_g + (ch * V + v0) * 64, uT_s, kSC);
-
-    // S = decay S + Kd^T U' (U''s fragments loaded once per k-step for all
-    // of the warp's S rows; the interleaved mt chains hide mma latency).
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+    if (is_chain) {
+      // U' = U - W S, rows 16 rw .., columns e0 ..
+      float acc_u[NT][4];
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int r = 0; r < 4; ++r) S[mt][nt][r] *= decay;
+        for (int r = 0; r < 4; ++r) acc_u[nt][r] = 0.f;
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      uint32_t bf[NT / kPair][4];
+      for (int ks = 0; ks < K / 16; ++ks) {
+        uint32_t aw[4];
+        LdsmA(aw, w_s + rw * 16 * kSK + ks * 16, kSK, lane);
 #pragma unroll
-      for (int nt = 0; nt < NT; nt += kPair) {
-        FragB<kPair>(bf[nt / kPair], uT_s + (e0 + nt * 8) * kSC + ks * 16, kSC, lane);
+        for (int nt = 0; nt < NT; nt += kPair) {
+          uint32_t bf[4];
+          FragB<kPair>(bf, sT_s + (e0 + nt * 8) * kSK + ks * 16, kSK, lane);
+#pragma unroll
+          for (int j = 0; j < kPair; ++j) Mma16816(acc_u[nt + j], aw, bf + 2 * j);
+        }
       }
+      // U in the accumulators' layout by ldmatrix, U' (bf16) transposed into
+      // uT by stmatrix.trans.
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        uint32_t ak[4];
-        LdsmA(ak, kdt_s + (rw * (K / 4) + mt * 16) * kSC + ks * 16, kSC, lane);
+      for (int nt = 0; nt < NT; ++nt) {
+        uint32_t uf[2];
+        LdsmAcc16x8(uf, u_s + rw * 16 * kSU + e0 + nt * 8, kSU, lane);
+        const uint32_t r[2] = {
+            PackBf16(__uint_as_float(uf[0] << 16) - acc_u[nt][0],
+                     __uint_as_float(uf[0] & 0xffff0000u) - acc_u[nt][1]),
+            PackBf16(__uint_as_float(uf[1] << 16) - acc_u[nt][2],
+                     __uint_as_float(uf[1] & 0xffff0000u) - acc_u[nt][3])};
+        StsmTrans16x8(uT_s + (e0 + nt * 8) * kSC + rw * 16, kSC, r, lane);
+      }
+    } else if constexpr (kFused) {
+      // O = Qg S (the K / 16 k-steps first, as StatePassKernel).
 #pragma unroll
-        for (int nt = 0; nt < NT; nt += kPair)
+      for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-          for (int j = 0; j < kPair; ++j) Mma16816(S[mt][nt + j], ak, bf[nt / kPair] + 2 * j);
+        for (int r = 0; r < 4; ++r) acc_o[nt][r] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < K / 16; ++ks) {
+        uint32_t aq[4];
+        LdsmA(aq, qg_s + rw * 16 * kSK + ks * 16, kSK, lane);
+#pragma unroll
+        for (int nt = 0; nt < NT; nt += kPair) {
+          uint32_t bf[4];
+          FragB<kPair>(bf, sT_s + (e0 + nt * 8) * kSK + ks * 16, kSK, lane);
+#pragma unroll
+          for (int j = 0; j < kPair; ++j) Mma16816(acc_o[nt + j], aq, bf + 2 * j);
+        }
       }
     }
-    // S^T in bf16 for the next chunk (its readers passed the barrier above).
-    StoreStateTranspose<K>(sT_s, kSK, S, rw, e0, lane);
+    __syncthreads();  // uT complete; every warp is done reading sT
+
+    if constexpr (!kFused) {
+      // U'^T for the output pass: rows v0 .. v0 + VT of un[ch] ([V][64]).
+      StoreTileContiguous<kThreads, VT, 64>(un_g + (ch * V + v0) * 64, uT_s, kSC);
+    }
+    if (is_chain) {
+      // S = decay S + Kd^T U' (U''s fragments loaded once per k-step for all
+      // of the warp's S rows; the interleaved mt chains hide mma latency).
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) S[mt][nt][r] *= decay;
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) {
+        uint32_t bf[NT / kPair][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; nt += kPair) {
+          FragB<kPair>(bf[nt / kPair], uT_s + (e0 + nt * 8) * kSC + ks * 16, kSC, lane);
+        }
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          uint32_t ak[4];
+          LdsmA(ak, kdt_s + (rw * (K / 4) + mt * 16) * kSC + ks * 16, kSC, lane);
+#pragma unroll
+          for (int nt = 0; nt < NT; nt += kPair)
+#pragma unroll
+            for (int j = 0; j < kPair; ++j) Mma16816(S[mt][nt + j], ak, bf[nt / kPair] + 2 * j);
+        }
+      }
+      // S^T in bf16 for the next chunk (its readers passed the barrier above).
+      StoreStateTranspose<K>(sT_s, kSK, S, rw, e0, lane);
+    } else if constexpr (kFused) {
+      // O += P U', then o for the chunk's real tokens.
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) {
+        uint32_t ap[4];
+        LdsmA(ap, p_s + rw * 16 * kSC + ks * 16, kSC, lane);
+#pragma unroll
+        for (int nt = 0; nt < NT; nt += kPair) {
+          uint32_t bf[4];
+          FragB<kPair>(bf, uT_s + (e0 + nt * 8) * kSC + ks * 16, kSC, lane);
+#pragma unroll
+          for (int j = 0; j < kPair; ++j) Mma16816(acc_o[nt + j], ap, bf + 2 * j);
+        }
+      }
+      const int chunk_t0 = seq_begin + (c - c_begin) * kChunk;
+      const int L = min(kChunk, seq_end - chunk_t0);
+      const int group = lane >> 2, tig = lane & 3;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int i = rw * 16 + group + 8 * half;
+          if (i < L) {
+            StoreOutPair(args.o, (chunk_t0 + i) * o_token + h * V + v0 + e0 + nt * 8 + 2 * tig,
+                         args.io_dtype, acc_o[nt][2 * half], acc_o[nt][2 * half + 1]);
+          }
+        }
+    }
   }
   CpAsyncWaitAll();
 
-  if (pages_ok) StoreFinalState<K, V>(args, n, h, v0, S, rw, e0, lane);
+  if (is_chain && pages_ok) StoreFinalState<K, V>(args, n, h, v0, S, rw, e0, lane);
 }
 
 }  // namespace gdn::cuda::chunked
