@@ -540,6 +540,11 @@ def bench_row(ours, fla_fn, hqk, hv, N, L, fla_pub, copy_tbs, gemm_tf, deadline)
     row["ours_ms"], row["ours_min_ms"], row["ours_max_ms"] = time_ms(lambda: ours.call(call))
     row["ours_routed_ms"], _, _ = time_ms(lambda: ours.call(call, kernel="auto"), max_s=0.1, max_reps=5)
     row["ours_kernels_ms"] = kernel_ms(lambda: ours.call(call))
+    # The whole call's kernel times with each of kernel 2's forms
+    # (chunked_prefill.h; 4 split, 5 fused). The split form first: it sizes the
+    # workspace for its extra tiles, which the state pass alone below needs.
+    for sv in (4, 5):
+        row[f"ours_k2v{sv}_kernels_ms"] = kernel_ms(lambda: ours.call(call, state=sv))
     # Split: kernel 1 alone (chunk table + prep), kernel 2 alone (over that workspace).
     row["ours_prep_ms"], _, _ = time_ms(lambda: ours.call(call, stages=1), max_s=0.15, max_reps=10)
     row["ours_state_ms"], _, _ = time_ms(lambda: ours.call(call, stages=2), max_s=0.15, max_reps=10)
@@ -549,18 +554,12 @@ def bench_row(ours, fla_fn, hqk, hv, N, L, fla_pub, copy_tbs, gemm_tf, deadline)
     for vt in (16, 32, 64):
         row[f"ours_state_vt{vt}_ms"], _, _ = time_ms(lambda: ours.call(call, stages=2, v_tile=vt),
                                                      max_s=0.1, max_reps=5)
-    # Kernel 2's variants (chunked_prefill.h) at the auto V tile, and variant 1
-    # (the previous default) at each V tile, same run. One whole call of the
-    # split form (4) first: it sizes the workspace for its extra tiles.
-    ours.call(call, state=4)
-    row["ours_split_kernels_ms"] = kernel_ms(lambda: ours.call(call, state=4))
-    row["ours_k2v2_kernels_ms"] = kernel_ms(lambda: ours.call(call, state=2))
-    for sv in (1, 2, 3, 4):
-        row[f"ours_state_k2v{sv}_ms"], _, _ = time_ms(
-            lambda: ours.call(call, stages=2, state=sv), max_s=0.1, max_reps=5)
-    for vt in (16, 32, 64):
-        row[f"ours_state_k2v1_vt{vt}_ms"], _, _ = time_ms(
-            lambda: ours.call(call, stages=2, v_tile=vt, state=1), max_s=0.1, max_reps=5)
+    # Kernel 2's two forms at every V tile, same run (the whole calls above
+    # sized the workspace for the split form's extra tiles).
+    for sv in (4, 5):
+        for vt in (16, 32, 64):
+            row[f"ours_state_k2v{sv}_vt{vt}_ms"], _, _ = time_ms(
+                lambda: ours.call(call, stages=2, v_tile=vt, state=sv), max_s=0.1, max_reps=5)
     print(f"  ours {row['ours_ms']:.3f} ms (kernel 1 {row['ours_prep_ms']:.3f}, kernel 2 "
           f"{row['ours_state_ms']:.3f}) [{time.time() - T0:.0f}s]", flush=True)
     fo = fS = None
@@ -661,7 +660,7 @@ def markdown(rows, copy_tbs, gemm_tf):
              "'kernels': sum of the call's kernel times under torch.profiler (GPU time only).", "",
              "| Hqk/Hv | sequences | ours call | ours kernels | FLA call | FLA kernels | "
              "FLA / FlashInfer / FlashQLA (GDN.md) | recurrent | "
-             "kernel 1 + kernel 2 | kernels with kernel 2 variant 2 / split (4) | kernel 2 at V tile 16 / 32 / 64 | "
+             "kernel 1 + kernel 2 | kernels with kernel 2 split (4) / fused (5) | kernel 2 at V tile 16 / 32 / 64 | "
              "ours TFLOP/s (% GEMM) | ours GB/s (% copy) | err o / S ours | err o / S FLA |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
@@ -676,7 +675,7 @@ def markdown(rows, copy_tbs, gemm_tf):
             f"| {r['Hqk']}/{r['Hv']} | {r['N']} x {r['L']} | {ms(r, 'ours_ms')} | "
             f"{ms(r, 'ours_kernels_ms')} | {fla} | {ms(r, 'fla_kernels_ms')} | {pub} | "
             f"{ms(r, 'recurrent_ms')} | {ms(r, 'ours_prep_ms')} + {ms(r, 'ours_state_ms')} | "
-            f"{ms(r, 'ours_k2v2_kernels_ms')} / {ms(r, 'ours_split_kernels_ms')} | {ms(r, 'ours_state_vt16_ms')} / {ms(r, 'ours_state_vt32_ms')} / "
+            f"{ms(r, 'ours_k2v4_kernels_ms')} / {ms(r, 'ours_k2v5_kernels_ms')} | {ms(r, 'ours_state_vt16_ms')} / {ms(r, 'ours_state_vt32_ms')} / "
             f"{ms(r, 'ours_state_vt64_ms')} | {r['ours_tflops']:.0f} ({r['ours_pct_gemm']:.0f}%) | "
             f"{r['ours_tbs'] * 1e3:.0f} ({r['ours_pct_copy']:.0f}%) | {err_ours} | {fmt_err(r, 'fla')} |")
     missing = [r for r in rows if "skipped" in r or "error" in r]

@@ -47,9 +47,10 @@ def main():
         call = ours.prepare(p, pages_out=[n + i for i in range(n)])
         variants = [int(x) for x in args.prep_variants.split(",")]
         states = [int(x) for x in args.state_variants.split(",")]
-        # The largest workspace first (kernel 2's split form, variant 4, needs
-        # more), so that the state pass alone below never has to grow it.
-        ours.call(call, v_tile=args.v_tile, state=max(states) if max(states) >= 4 else -1)
+        # Whole calls of every kernel-2 form first: the largest workspace (the
+        # split form's) is then in place for the state pass alone below.
+        for state in states:
+            ours.call(call, v_tile=args.v_tile, state=state)
         torch.cuda.synchronize()
         if args.fla or args.tables:
             if args.fla:

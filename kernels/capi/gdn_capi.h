@@ -100,9 +100,9 @@ GDN_CAPI_EXPORT int gdn_prefill_variant(const gdn_capi_config* config,
  *                 the same arguments left; o and the final pages are written);
  *   prep_variant  -1 the default (4), 3 kernel 1 with fp32 merges and direct
  *                 stores, 4 with tensor-core merges and staged stores;
- *   state_variant -1 the default, 1 - 4 kernel 2's variants
- *                 (kernels/cuda/chunked_prefill.h; 4 the split form, whose
- *                 state pass is kernel 2 then kernel 3). */
+ *   state_variant -1 or 0 the default (auto by V tile), 4 kernel 2's split
+ *                 form (its state pass is kernel 2 then kernel 3), 5 the fused
+ *                 form (kernels/cuda/chunked_prefill.h). */
 GDN_CAPI_EXPORT int gdn_chunked_prefill_tuned(const gdn_capi_config* config,
                                               const gdn_capi_args* args, void* stream,
                                               int v_tile, int stages, int prep_variant,

@@ -132,7 +132,7 @@ size_t ChunkedPrefill::WorkspaceBytes(const GdnOptions& options, int num_seqs,
                                       int num_chunks, int state_variant) {
   return chunked::WorkspaceLayout(options.shape.head_dim_k, options.shape.head_dim_v,
                                   options.shape.num_v_heads, num_seqs, num_chunks,
-                                  IsSplitState(state_variant))
+                                  state_variant == kAutoState || IsSplitState(state_variant))
       .total;
 }
 
@@ -146,12 +146,43 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
   }
   const int K = options.shape.head_dim_k, V = options.shape.head_dim_v;
   const int Hv = options.shape.num_v_heads;
+  if (!IsSolveVariant(solve_variant_)) {
+    return absl::InvalidArgumentError(absl::StrCat("chunked prefill: kernel 1 variant ",
+                                                   solve_variant_));
+  }
+  if (!IsStateVariant(state_variant_)) {
+    return absl::InvalidArgumentError(absl::StrCat("chunked prefill: kernel 2 variant ",
+                                                   state_variant_));
+  }
+  // The V tile, then kernel 2's form for it.
+  if (v_tile == 0) {
+    // Blocks of the state pass: sequences x value heads x V / VT. A wider
+    // tile reads each workspace tile from L2 fewer times (VT 64 halves the
+    // traffic of 32) but gives fewer blocks, and one block per SM is the most
+    // a sequential pass can use. So: the widest tile that still fills ~90% of
+    // the SMs, else 16 (few heads x sequences: latency-bound, more blocks
+    // help). H200, 2026-11-29 (bench/results/2026-11-29-prefill-v2.md, the
+    // earlier kernel 2 with o on its warps): 16/32
+    // 1 x 32768 VT 16/32/64 = 2.03 / 1.30 / 1.79 ms (32: 128 blocks); 16/64
+    // 1 x 32768 3.96 / 2.56 / 1.75 (64: 128 blocks); 2/8 1 x 32768 1.04 /
+    // 1.35 / 1.83 (16: 64 blocks); 16/32 4 x 8192 2.00 / 1.32 / 0.90 (64).
+    static const int sms = chunked::MultiprocessorCount();
+    const int64_t rows = static_cast<int64_t>(params.num_seqs) * Hv;
+    v_tile = 16;
+    for (int candidate : {64, 32}) {
+      if (V % candidate == 0 && rows * (V / candidate) * 10 >= int64_t{sms} * 9) {
+        v_tile = candidate;
+        break;
+      }
+    }
+  }
+  const int state_variant = ResolveStateVariant(state_variant_, v_tile);
+  const bool split = IsSplitState(state_variant);
   const int64_t num_chunks = chunked::CountChunks(params);
   if (num_chunks > INT32_MAX / 2) {
     return absl::InvalidArgumentError("chunked prefill: too many tokens in one call");
   }
-  const chunked::WorkspaceLayout layout(K, V, Hv, params.num_seqs, num_chunks,
-                                        IsSplitState(state_variant_));
+  const chunked::WorkspaceLayout layout(K, V, Hv, params.num_seqs, num_chunks, split);
   if (layout.total > workspace_bytes_) {
     if (!(stages & 1)) {  // a new workspace would hold no tiles of kernel 1
       return absl::FailedPreconditionError(
@@ -204,46 +235,18 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
   args.kdt = reinterpret_cast<uint16_t*>(ws + layout.kdt);
   args.p = reinterpret_cast<uint16_t*>(ws + layout.p);
   args.decay = reinterpret_cast<float*>(ws + layout.decay);
-  if (IsSplitState(state_variant_)) {
+  if (split) {
     args.hs = reinterpret_cast<uint16_t*>(ws + layout.hs);
     args.un = reinterpret_cast<uint16_t*>(ws + layout.un);
   }
 
-  if (!IsSolveVariant(solve_variant_)) {
-    return absl::InvalidArgumentError(absl::StrCat("chunked prefill: kernel 1 variant ",
-                                                   solve_variant_));
-  }
-  if (!IsStateVariant(state_variant_)) {
-    return absl::InvalidArgumentError(absl::StrCat("chunked prefill: kernel 2 variant ",
-                                                   state_variant_));
-  }
-  if (v_tile == 0) {
-    // Blocks of the state pass: sequences x value heads x V / VT. A wider
-    // tile reads each workspace tile from L2 fewer times (VT 64 halves the
-    // traffic of 32) but gives fewer blocks, and one block per SM is the most
-    // a sequential pass can use. So: the widest tile that still fills ~90% of
-    // the SMs, else 16 (few heads x sequences: latency-bound, more blocks
-    // help). H200, 2026-11-29 (bench/results/2026-11-29-prefill-v2.md): 16/32
-    // 1 x 32768 VT 16/32/64 = 2.03 / 1.30 / 1.79 ms (32: 128 blocks); 16/64
-    // 1 x 32768 3.96 / 2.56 / 1.75 (64: 128 blocks); 2/8 1 x 32768 1.04 /
-    // 1.35 / 1.83 (16: 64 blocks); 16/32 4 x 8192 2.00 / 1.32 / 0.90 (64).
-    static const int sms = chunked::MultiprocessorCount();
-    const int64_t rows = static_cast<int64_t>(params.num_seqs) * Hv;
-    v_tile = 16;
-    for (int candidate : {64, 32}) {
-      if (V % candidate == 0 && rows * (V / candidate) * 10 >= int64_t{sms} * 9) {
-        v_tile = candidate;
-        break;
-      }
-    }
-  }
   if (stages & 1) {
     GDN_CUDA_RETURN_IF_ERROR(chunked::LaunchChunkTable(args, stream));
     GDN_CUDA_RETURN_IF_ERROR(chunked::LaunchChunkPrep(options, args, stream));
   }
   if (stages & 2) {
     GDN_CUDA_RETURN_IF_ERROR(
-        chunked::LaunchStatePass(options, args, v_tile, state_variant_, stream));
+        chunked::LaunchStatePass(options, args, v_tile, state_variant, stream));
   }
   return absl::OkStatus();
 }

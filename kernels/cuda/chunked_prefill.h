@@ -2,15 +2,19 @@
 // Prefill entry point of kernels/gdn_params.h for any mix of sequence
 // lengths. Host header: includes only the CUDA runtime API.
 //
-// Two kernels per call on the caller's stream (see kernels/cuda/chunked/):
+// Two or three kernels per call on the caller's stream (see
+// kernels/cuda/chunked/):
 //   1. per (chunk, q/k head), looping over its value heads: norms, gating,
 //      cumulative decay, A,
 //      T = A^-1, W, U and the other state-independent tiles -> workspace (bf16);
 //   2. per (sequence, value head, V tile): the sequential pass over chunks,
-//      the state tile in registers; writes o and the final state page.
+//      the state tile in registers; writes the final state page, and o
+//      (fused form) or each chunk's start state and U' (split form);
+//   3. split form only: o for every chunk in parallel;
 // plus a one-block kernel that builds the chunk table from cu_seqlens.
 //
-// Workspace: about 74 KB per (chunk, value head) at K = V = 128, owned by the
+// Workspace: about 74 KB per (chunk, value head) at K = V = 128 (122 KB for
+// the split form), owned by the
 // launcher and grown (stream-ordered cudaMallocAsync / cudaFreeAsync) when a
 // call needs more; steady state allocates nothing. Not thread-safe: one
 // launcher per stream (the cuda backend owns one).
@@ -60,20 +64,30 @@ class ChunkedPrefill {
   static bool IsSolveVariant(int variant) { return variant == 3 || variant == 4; }
   void set_solve_variant(int variant) { solve_variant_ = variant; }
 
-  // Kernel 2's variant (chunked_prefill_state.cu): 1 32 columns per warp and
-  // 32-bit fragment loads; 2 half the columns per warp (twice the warps) and
-  // ldmatrix; 3 32 columns per warp and ldmatrix; 4 the split
-  // form, the recurrence alone on the serial chain and o by a parallel
-  // kernel 3 (state_chain.cuh, output_pass.cuh; +48 KB of workspace per
-  // (chunk, value head) at K = V = 128). All give the same bits. 2 was 4-11%
-  // faster than 1 on every row of the H200 benchmark
-  // (bench/results/2026-12-01-prefill-v5.md).
-  static constexpr int kDefaultState = 2;
-  static bool IsStateVariant(int variant) { return variant >= 1 && variant <= 5; }
+  // Kernel 2's form (chunked_prefill_state.cu, state_chain.cuh): 4 split,
+  // the recurrence alone on the chain and o by a parallel kernel 3
+  // (output_pass.cuh; +48 KB of workspace per (chunk, value head) at K = V =
+  // 128 for the chunk-start states and U'); 5 fused, o by a second set of
+  // warps in the same block. Both give the same bits. kAutoState (0, the
+  // default) picks 4 at V tile 16 (few heads x sequences: the chain's 64-ish
+  // blocks leave the SMs room, and kernel 3 fills them) and 5 otherwise; on
+  // the H200 (bench/results/2026-12-01-prefill-v6.md) 5 was the faster on
+  // every row of the benchmark but 2/8 1 x 32768 (V tile 16), where 4 was.
+  // 1 - 3 (StatePassKernel, o on the chain's own warps) were removed then.
+  static constexpr int kAutoState = 0;
+  static constexpr int kDefaultState = kAutoState;
+  static bool IsStateVariant(int variant) {
+    return variant == kAutoState || variant == 4 || variant == 5;
+  }
   static bool IsSplitState(int variant) { return variant == 4; }
+  // The form a call with this (resolved) V tile runs.
+  static int ResolveStateVariant(int variant, int v_tile) {
+    return variant != kAutoState ? variant : (v_tile == 16 ? 4 : 5);
+  }
   void set_state_variant(int variant) { state_variant_ = variant; }
 
-  // Workspace bytes a call of this shape needs.
+  // Workspace bytes a call of this shape needs (for kAutoState: the split
+  // form's, the larger).
   static size_t WorkspaceBytes(const GdnOptions& options, int num_seqs,
                                int num_chunks, int state_variant = kDefaultState);
   size_t workspace_bytes() const { return workspace_bytes_; }

@@ -219,10 +219,10 @@ TEST_F(ChunkedPrefillTest, EveryKernel1VariantAndVTile) {
   chunked_->Configure(cuda::ChunkedPrefill::kDefaultSolve, 0);
 }
 
-// Every kernel-2 variant (1 32-bit fragment loads; 2 twice the warps and
-// ldmatrix; 3 ldmatrix; 4 the split form, chain then output pass) with every V tile: within the oracle's bars, and
-// bitwise equal to variant 1 (the same products in the same order), o and
-// every final state.
+// Both forms of kernel 2 (4 split: the chain, then the output pass; 5 fused:
+// o on a second set of warps) with every V tile: within the oracle's bars, and
+// all bitwise equal to the first (split, V tile 16): the same products in the
+// same order, o and every final state.
 TEST_F(ChunkedPrefillTest, EveryKernel2VariantAndVTileGiveTheSameBits) {
   const std::vector<int> mix = {65, 1, 130, 64, 1000, 7, 257, 63, 2};
   struct Shape {
@@ -238,9 +238,9 @@ TEST_F(ChunkedPrefillTest, EveryKernel2VariantAndVTileGiveTheSameBits) {
   for (const Shape& shape : shapes) {
     const uint64_t seed = FreshSeed();
     const oracle::Inputs inputs = testing::MakeRandomInputs(shape.options, shape.lens, seed, true);
+    std::optional<testing::BackendOutputs> first;
     for (int v_tile : {16, 32, 64}) {
-      std::optional<testing::BackendOutputs> first;
-      for (int variant = 1; variant <= 5; ++variant) {
+      for (int variant : {4, 5}) {
         SCOPED_TRACE(absl::StrCat(DescribeOptions(shape.options), " seed ", seed, " v_tile ",
                                   v_tile, " kernel 2 variant ", variant));
         chunked_->Configure(cuda::ChunkedPrefill::kDefaultSolve, v_tile, variant);
@@ -255,7 +255,7 @@ TEST_F(ChunkedPrefillTest, EveryKernel2VariantAndVTileGiveTheSameBits) {
           first = *std::move(got);
           continue;
         }
-        EXPECT_EQ(got->o, first->o) << "o differs from variant 1";
+        EXPECT_EQ(got->o, first->o) << "o differs from the split form at V tile 16";
         ASSERT_EQ(got->final_states.size(), first->final_states.size());
         for (size_t i = 0; i < got->final_states.size(); ++i) {
           EXPECT_EQ(got->final_states[i], first->final_states[i]) << "state " << i;

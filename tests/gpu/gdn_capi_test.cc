@@ -149,14 +149,12 @@ TEST_F(CudaBackendTest, CapiPrefillRoutesAndForcesKernels) {
        [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 16, 3, -1, -1); }},
       {"tuned v_tile 32, kernel 1 variant 3", true,
        [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 32, 3, 3, -1); }},
-      {"tuned v_tile 32, kernel 2 variant 1", true,
-       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 32, 3, -1, 1); }},
-      {"tuned v_tile 16, kernel 2 variant 2", true,
-       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 16, 3, -1, 2); }},
-      {"tuned v_tile 64, kernel 2 variant 3", true,
-       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 64, 3, -1, 3); }},
-      {"tuned v_tile 32, kernel 2 variant 4 (split)", true,
-       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 32, 3, -1, 4); }},
+      {"tuned v_tile 64, kernel 2 variant 4 (split)", true,
+       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 64, 3, -1, 4); }},
+      {"tuned v_tile 16, kernel 2 variant 5 (fused)", true,
+       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 16, 3, -1, 5); }},
+      {"tuned v_tile 32, kernel 2 variant 0 (auto)", true,
+       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 32, 3, -1, 0); }},
       {"stages 1 then 2, split kernel 2", true,
        [&](const gdn_capi_args* a) {
          const int rc = gdn_chunked_prefill_tuned(&config, a, nullptr, 0, 1, -1, 4);
@@ -228,6 +226,9 @@ TEST_F(CudaBackendTest, CapiReportsBadArguments) {
   EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, -1, 6), 3);
   EXPECT_NE(std::string(gdn_last_error()).find("state_variant"), std::string::npos)
       << gdn_last_error();
+  // Kernel-2 variants 1 - 3 were removed.
+  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, -1, 1), 3);
+  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, -1, 3), 3);
   // Kernel-1 variants 0 - 2 were removed.
   EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, 0, -1), 3);
   EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, 2, -1), 3);

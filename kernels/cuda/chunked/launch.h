@@ -16,12 +16,12 @@ namespace gdn::cuda::chunked {
 cudaError_t LaunchChunkPrep(const GdnOptions& options, const ChunkArgs& args,
                             cudaStream_t stream);
 
-// Grid N * Hv * (V / v_tile); v_tile is 16, 32 or 64; variant 1 - 4 as in
-// chunked_prefill_state.cu (4: the chain, then LaunchOutputPass).
+// Grid N * Hv * (V / v_tile); v_tile is 16, 32 or 64; variant 4 (split: the
+// chain, then LaunchOutputPass) or 5 (fused), as in chunked_prefill_state.cu.
 cudaError_t LaunchStatePass(const GdnOptions& options, const ChunkArgs& args,
                             int v_tile, int variant, cudaStream_t stream);
 
-// Kernel 3 (variant 4): o of every chunk from args.hs / args.un, grid
+// Kernel 3 (split form): o of every chunk from args.hs / args.un, grid
 // num_chunks * Hv (chunked_prefill_output.cu).
 cudaError_t LaunchOutputPass(const GdnOptions& options, const ChunkArgs& args,
                              cudaStream_t stream);

@@ -4,7 +4,8 @@
 //   O = Qg S + P U'           [64, V]   -> o (the call's input dtype)
 // with qg [ch][64][K], p [ch][64][64], hs [ch][V][K] (S^T) and un [ch][V][64]
 // (U'^T), all bf16, fp32 accumulation: the K / 16 k-steps of Qg S first, then
-// the 4 of P U', the order of StatePassKernel, so o is bitwise the same.
+// the 4 of P U', the order of the fused form (state_chain.cuh), so o is
+// bitwise the same.
 //
 // Block per (chunk, value head), 8 warps: warp w = 4 cw + rw owns rows
 // [16 rw, 16 rw + 16) and columns [cw V / 2, (cw + 1) V / 2). No loop

@@ -13,9 +13,9 @@
 //   chain (Qg S while the chain computes U', P U' while it updates S), so
 //   nothing extra goes through memory and the two kinds of warps fill each
 //   other's latency.
-// Same products, same roundings, same accumulation order as StatePassKernel
-// (state_pass.cuh), so o and the final states are bitwise those of variants
-// 1 - 3. Loads (w, kdt, u; with kFused qg, p) run kStages - 1 chunks ahead in
+// Both forms: the same products, roundings and accumulation order (so the
+// same bits), those of the earlier StatePassKernel (variants 1 - 3, o on the
+// chain's own warps; git history). Loads (w, kdt, u; with kFused qg, p) run kStages - 1 chunks ahead in
 // a ring of cp.async groups.
 //
 // Block per (sequence, value head, V tile of VT columns), 4 * VT / WC chain
@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
         StsmTrans16x8(uT_s + (e0 + nt * 8) * kSC + rw * 16, kSC, r, lane);
       }
     } else if constexpr (kFused) {
-      // O = Qg S (the K / 16 k-steps first, as StatePassKernel).
+      // O = Qg S (the K / 16 k-steps first, then P U', as output_pass.cuh).
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll

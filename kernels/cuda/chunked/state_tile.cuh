@@ -1,5 +1,5 @@
 // The [K, VT] state tile of the chunked prefill's sequential pass (kernel 2,
-// state_pass.cuh and state_chain.cuh), held in registers as mma
+// state_chain.cuh), held in registers as mma
 // accumulators: warp w = 4 cw + rw holds state rows [rw K / 4, (rw + 1) K / 4)
 // (MT 16-row tiles) and columns [e0, e0 + 8 NT) of the tile, in the C
 // fragment layout of mma_bf16.cuh. Its page I/O and B-fragment loads, and
