@@ -109,6 +109,7 @@ ChunkedPrefill::~ChunkedPrefill() {
   // cudaFree (not cudaFreeAsync): waits for the device, and stays valid when
   // the owner destroyed the stream before this destructor runs.
   if (workspace_ != nullptr) (void)cudaFree(workspace_);
+  if (progress_ != nullptr) (void)cudaFree(progress_);
 }
 
 absl::Status ChunkedPrefill::Supports(const GdnOptions& options) {
@@ -235,9 +236,26 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
   args.kdt = reinterpret_cast<uint16_t*>(ws + layout.kdt);
   args.p = reinterpret_cast<uint16_t*>(ws + layout.p);
   args.decay = reinterpret_cast<float*>(ws + layout.decay);
-  if (split) {
+  if (split && (stages & 2)) {
     args.hs = reinterpret_cast<uint16_t*>(ws + layout.hs);
     args.un = reinterpret_cast<uint16_t*>(ws + layout.un);
+    // One progress flag per chain block; a new epoch per call (flags of
+    // earlier calls never match; 0 is the zeroed buffer's).
+    const size_t flags = static_cast<size_t>(params.num_seqs) * Hv * (V / v_tile);
+    if (flags > progress_count_) {
+      if (progress_ != nullptr) GDN_CUDA_RETURN_IF_ERROR(cudaFreeAsync(progress_, stream));
+      progress_ = nullptr;
+      progress_count_ = 0;
+      const size_t count = flags + flags / 4;
+      GDN_CUDA_RETURN_IF_ERROR(
+          cudaMallocAsync(reinterpret_cast<void**>(&progress_), count * 8, stream));
+      GDN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(progress_, 0, count * 8, stream));
+      progress_count_ = count;
+    }
+    if (++epoch_ == 0) epoch_ = 1;
+    args.progress = progress_;
+    args.progress_tiles = V / v_tile;
+    args.epoch = epoch_;
   }
 
   if (stages & 1) {

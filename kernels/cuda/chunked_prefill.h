@@ -95,6 +95,11 @@ class ChunkedPrefill {
  private:
   void* workspace_ = nullptr;  // cudaMallocAsync on the caller's stream
   size_t workspace_bytes_ = 0;
+  // The split form's progress flags (chunked/progress.cuh), zeroed when
+  // (re)allocated, and the epoch of the last split call (0: none yet).
+  unsigned long long* progress_ = nullptr;
+  size_t progress_count_ = 0;
+  uint32_t epoch_ = 0;
   int solve_variant_ = kDefaultSolve;
   int state_variant_ = kDefaultState;
 };

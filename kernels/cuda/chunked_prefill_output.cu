@@ -4,30 +4,31 @@
 
 #include "kernels/cuda/chunked/launch.h"
 #include "kernels/cuda/chunked/output_pass.cuh"
+#include "kernels/cuda/launch_pdl.h"
 
 namespace gdn::cuda::chunked {
 namespace {
 
 template <int K, int V>
-cudaError_t Launch(const ChunkArgs& args, cudaStream_t stream) {
+cudaError_t Launch(const ChunkArgs& args, cudaStream_t stream, bool pdl) {
   constexpr int kBytes = OutputSmem<K, V>::kBytes;
   static const cudaError_t attr = cudaFuncSetAttribute(
       OutputPassKernel<K, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
   if (attr != cudaSuccess) return attr;
   const int64_t blocks = static_cast<int64_t>(args.num_chunks) * args.num_v_heads;
-  OutputPassKernel<K, V><<<static_cast<unsigned>(blocks), kOutputThreads, kBytes, stream>>>(args);
-  return cudaGetLastError();
+  return LaunchMaybePdl(OutputPassKernel<K, V>, static_cast<unsigned>(blocks), kOutputThreads,
+                        kBytes, stream, pdl, args);
 }
 
 }  // namespace
 
 cudaError_t LaunchOutputPass(const GdnOptions& options, const ChunkArgs& args,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, bool pdl) {
   const int K = options.shape.head_dim_k, V = options.shape.head_dim_v;
-  if (K == 64 && V == 64) return Launch<64, 64>(args, stream);
-  if (K == 64 && V == 128) return Launch<64, 128>(args, stream);
-  if (K == 128 && V == 64) return Launch<128, 64>(args, stream);
-  if (K == 128 && V == 128) return Launch<128, 128>(args, stream);
+  if (K == 64 && V == 64) return Launch<64, 64>(args, stream, pdl);
+  if (K == 64 && V == 128) return Launch<64, 128>(args, stream, pdl);
+  if (K == 128 && V == 64) return Launch<128, 64>(args, stream, pdl);
+  if (K == 128 && V == 128) return Launch<128, 128>(args, stream, pdl);
   return cudaErrorInvalidValue;
 }
 

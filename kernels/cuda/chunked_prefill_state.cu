@@ -14,7 +14,8 @@
 namespace gdn::cuda::chunked {
 namespace {
 
-// The chain; without kFused then kernel 3 for o.
+// The chain; without kFused then kernel 3 for o, alongside it (PDL, the
+// progress flags of progress.cuh).
 template <int K, int V, int VT, int WC, bool kFused>
 cudaError_t LaunchChain(const GdnOptions& options, const ChunkArgs& args, cudaStream_t stream) {
   constexpr int kBytes = ChainSmem<K, VT, kFused>::kBytes;
@@ -26,7 +27,7 @@ cudaError_t LaunchChain(const GdnOptions& options, const ChunkArgs& args, cudaSt
   StateChainKernel<K, V, VT, WC, kFused>
       <<<static_cast<unsigned>(blocks), kChainThreadsFor<VT, WC, kFused>, kBytes, stream>>>(args);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  return kFused ? cudaSuccess : LaunchOutputPass(options, args, stream);
+  return kFused ? cudaSuccess : LaunchOutputPass(options, args, stream, /*pdl=*/true);
 }
 
 template <int K, int V, int VT>

@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch_pdl.h"
 #include "kernels/cuda/recurrent_instances.h"
 #include "kernels/cuda/recurrent_params.h"
 #include "kernels/gating.h"
@@ -141,25 +142,6 @@ __device__ __forceinline__ void GridDependencyWait() {
 // comes from L2 instead of DRAM once the wait returns.
 __device__ __forceinline__ void PrefetchL2(const void* ptr) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr));
-}
-
-// Launches `kernel` on `stream`, with programmatic stream serialization when
-// `pdl` (cudaLaunchKernelEx; capturable into a graph either way).
-template <typename... KernelArgs, typename... Args>
-cudaError_t LaunchMaybePdl(void (*kernel)(KernelArgs...), unsigned grid, unsigned block,
-                           size_t dynamic_smem, cudaStream_t stream, bool pdl,
-                           Args&&... args) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(grid);
-  config.blockDim = dim3(block);
-  config.dynamicSmemBytes = dynamic_smem;
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attribute;
-  config.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
 // ---- compile-time block shape ---------------------------------------------

@@ -77,8 +77,14 @@ struct ChunkArgs {
   uint16_t* kdt = nullptr;
   uint16_t* p = nullptr;
   float* decay = nullptr;
-  uint16_t* hs = nullptr;  // variant 4 only
-  uint16_t* un = nullptr;  // variant 4 only
+  uint16_t* hs = nullptr;  // split form only
+  uint16_t* un = nullptr;  // split form only
+  // Split form only: the chain's progress flag per block (progress.cuh),
+  // N * Hv * progress_tiles of them, progress_tiles = V / V tile, and this
+  // call's epoch.
+  unsigned long long* progress = nullptr;
+  int32_t progress_tiles = 0;
+  uint32_t epoch = 0;
 };
 
 }  // namespace gdn::cuda::chunked

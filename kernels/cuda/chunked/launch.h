@@ -22,9 +22,11 @@ cudaError_t LaunchStatePass(const GdnOptions& options, const ChunkArgs& args,
                             int v_tile, int variant, cudaStream_t stream);
 
 // Kernel 3 (split form): o of every chunk from args.hs / args.un, grid
-// num_chunks * Hv (chunked_prefill_output.cu).
+// num_chunks * Hv (chunked_prefill_output.cu); `pdl` launches it right behind
+// the chain (programmatic dependent launch), its blocks waiting on
+// args.progress (which must then be set).
 cudaError_t LaunchOutputPass(const GdnOptions& options, const ChunkArgs& args,
-                             cudaStream_t stream);
+                             cudaStream_t stream, bool pdl);
 
 // Fills args.chunk_table from args.cu_seqlens on the device (one block).
 cudaError_t LaunchChunkTable(const ChunkArgs& args, cudaStream_t stream);

@@ -10,6 +10,9 @@
 // Block per (chunk, value head), 8 warps: warp w = 4 cw + rw owns rows
 // [16 rw, 16 rw + 16) and columns [cw V / 2, (cw + 1) V / 2). No loop
 // carries anything between chunks; two blocks fit per SM for latency hiding.
+// Launched under programmatic dependent launch right behind the chain, it
+// runs alongside it on the SMs the chain leaves (few heads x sequences), each
+// block waiting on the progress flags of its chunk (progress.cuh).
 #ifndef GDN_KERNELS_CUDA_CHUNKED_OUTPUT_PASS_CUH_
 #define GDN_KERNELS_CUDA_CHUNKED_OUTPUT_PASS_CUH_
 
@@ -19,6 +22,7 @@
 
 #include "kernels/cuda/chunked/chunk_args.h"
 #include "kernels/cuda/chunked/mma_bf16.cuh"
+#include "kernels/cuda/chunked/progress.cuh"
 #include "kernels/cuda/chunked/state_tile.cuh"
 
 namespace gdn::cuda::chunked {
@@ -54,20 +58,31 @@ __global__ void __launch_bounds__(kOutputThreads, 2) OutputPassKernel(const Chun
   const int rw = warp & 3;
   const int e0 = (warp >> 2) * (V / 2);
 
+  // The tiles of kernel 1 (complete before the chain started).
   CpAsyncTileStatic<kOutputThreads, 64, K>(
       qg_s, kSK, reinterpret_cast<const bf16*>(args.qg) + ch * 64 * K, K);
   CpAsyncTileStatic<kOutputThreads, 64, 64>(
       p_s, kSC, reinterpret_cast<const bf16*>(args.p) + ch * 64 * 64, 64);
+
+  // Where the chunk's tokens are, and whether the chain is past it: the
+  // chunk's hs / un tiles, or for a sequence's last chunk also its final
+  // state (so this kernel ends after every write of the chain).
+  const int n = args.chunk_table[args.num_seqs + 1 + c];
+  const int local = c - args.chunk_table[n], count = args.chunk_table[n + 1] - args.chunk_table[n];
+  const int chunk_t0 = args.cu_seqlens[n] + local * kChunk;
+  const int L = min(kChunk, args.cu_seqlens[n + 1] - chunk_t0);
+  if (args.progress != nullptr) {
+    if (tid < args.progress_tiles) {
+      WaitProgress(args.progress + (static_cast<int64_t>(n) * Hv + h) * args.progress_tiles + tid,
+                   args.epoch, local == count - 1 ? count + 1 : local + 1);
+    }
+    __syncthreads();
+  }
   CpAsyncTileStatic<kOutputThreads, V, K>(
       sT_s, kSK, reinterpret_cast<const bf16*>(args.hs) + ch * V * K, K);
   CpAsyncTileStatic<kOutputThreads, V, 64>(
       uT_s, kSC, reinterpret_cast<const bf16*>(args.un) + ch * V * 64, 64);
   CpAsyncCommit();
-
-  // Where the chunk's tokens are (read while the copies fly).
-  const int n = args.chunk_table[args.num_seqs + 1 + c];
-  const int chunk_t0 = args.cu_seqlens[n] + (c - args.chunk_table[n]) * kChunk;
-  const int L = min(kChunk, args.cu_seqlens[n + 1] - chunk_t0);
 
   CpAsyncWaitAll();
   __syncthreads();

@@ -32,6 +32,7 @@
 
 #include "kernels/cuda/chunked/chunk_args.h"
 #include "kernels/cuda/chunked/mma_bf16.cuh"
+#include "kernels/cuda/chunked/progress.cuh"
 #include "kernels/cuda/chunked/state_tile.cuh"
 #include "kernels/gdn_params.h"
 
@@ -91,6 +92,10 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
   constexpr int MT = K / 64;  // 16-row tiles of S per warp
   constexpr int NT = WC / 8;  // 8-column tiles of a warp's columns
   constexpr int kPair = NT % 2 == 0 ? 2 : 1;  // n-tiles per B load
+  if constexpr (!kFused) {
+    // The output pass may start now (PDL): it waits on the progress flags.
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  }
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* stage_base = reinterpret_cast<bf16*>(smem);
   bf16* sT_s = stage_base + kStages * Smem::kStageElems;
@@ -160,6 +165,12 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
     const int ahead = c + kStages - 1;
     if (ahead < c_end) issue_loads(ahead, (ahead - c_begin) % kStages);
     CpAsyncCommit();
+    if constexpr (!kFused) {  // chunks c_begin .. c - 1: hs and un stored before the barrier
+      const int done = c - c_begin;
+      if (tid == 0 && done > 0 && done % kPublishEvery == 0) {
+        PublishProgress(args.progress + blockIdx.x, args.epoch, done);
+      }
+    }
 
     const bf16* w_s = stage_ptr(st);
     const bf16* kdt_s = w_s + 64 * kSK;
@@ -291,6 +302,10 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
   CpAsyncWaitAll();
 
   if (is_chain && pages_ok) StoreFinalState<K, V>(args, n, h, v0, S, rw, e0, lane);
+  if constexpr (!kFused) {  // every chunk's hs / un and the final state
+    __syncthreads();
+    if (tid == 0) PublishProgress(args.progress + blockIdx.x, args.epoch, c_end - c_begin + 1);
+  }
 }
 
 }  // namespace gdn::cuda::chunked
