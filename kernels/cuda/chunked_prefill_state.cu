@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/chunked/launch.h"
+#include "kernels/cuda/chunked/output_pass.cuh"
 #include "kernels/cuda/chunked/state_chain.cuh"
 
 namespace gdn::cuda::chunked {
@@ -16,16 +17,33 @@ namespace {
 
 // The chain; without kFused then kernel 3 for o, alongside it (PDL, the
 // progress flags of progress.cuh).
+// Shared memory that keeps a kernel-3 block (K = V = 128) off a chain block's SM (228 KB
+// per SM, 1 KB reserved per block): the output pass then runs on the SMs the
+// chain leaves instead of taking issue slots from it.
+constexpr int kSoloChainBytes = 233472 - 1024 - (OutputSmem<128, 128>::kBytes + 1024) + 1024;
+
+int MultiprocessorCount() {
+  int device = 0, count = 132;
+  if (cudaGetDevice(&device) == cudaSuccess) {
+    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+  }
+  return count;
+}
+
 template <int K, int V, int VT, int WC, bool kFused>
 cudaError_t LaunchChain(const GdnOptions& options, const ChunkArgs& args, cudaStream_t stream) {
   constexpr int kBytes = ChainSmem<K, VT, kFused>::kBytes;
+  constexpr int kMaxBytes = kBytes > kSoloChainBytes ? kBytes : kSoloChainBytes;
   static const cudaError_t attr =
       cudaFuncSetAttribute(StateChainKernel<K, V, VT, WC, kFused>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxBytes);
   if (attr != cudaSuccess) return attr;
   const int64_t blocks = static_cast<int64_t>(args.num_seqs) * args.num_v_heads * (V / VT);
+  // Split form with one wave of chain blocks: one per SM, alone.
+  static const int sms = MultiprocessorCount();
+  const int bytes = !kFused && blocks <= sms ? kMaxBytes : kBytes;
   StateChainKernel<K, V, VT, WC, kFused>
-      <<<static_cast<unsigned>(blocks), kChainThreadsFor<VT, WC, kFused>, kBytes, stream>>>(args);
+      <<<static_cast<unsigned>(blocks), kChainThreadsFor<VT, WC, kFused>, bytes, stream>>>(args);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   return kFused ? cudaSuccess : LaunchOutputPass(options, args, stream, /*pdl=*/true);
 }
