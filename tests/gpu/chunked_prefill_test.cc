@@ -221,8 +221,9 @@ TEST_F(ChunkedPrefillTest, EveryKernel1VariantAndVTile) {
 
 // Both forms of kernel 2 (4 split: the chain, then the output pass; 5 fused:
 // o on a second set of warps) with every V tile: within the oracle's bars, and
-// all bitwise equal to the first (split, V tile 16): the same products in the
-// same order, o and every final state.
+// at each V tile bitwise equal to each other (the same products in the same
+// order), o and every final state; V tiles 32 and 64 bitwise equal too (V tile
+// 16 sums W S in two chains, state_chain.cuh).
 TEST_F(ChunkedPrefillTest, EveryKernel2VariantAndVTileGiveTheSameBits) {
   const std::vector<int> mix = {65, 1, 130, 64, 1000, 7, 257, 63, 2};
   struct Shape {
@@ -240,6 +241,7 @@ TEST_F(ChunkedPrefillTest, EveryKernel2VariantAndVTileGiveTheSameBits) {
     const oracle::Inputs inputs = testing::MakeRandomInputs(shape.options, shape.lens, seed, true);
     std::optional<testing::BackendOutputs> first;
     for (int v_tile : {16, 32, 64}) {
+      if (v_tile == 32) first.reset();  // a new summation order from here on
       for (int variant : {4, 5}) {
         SCOPED_TRACE(absl::StrCat(DescribeOptions(shape.options), " seed ", seed, " v_tile ",
                                   v_tile, " kernel 2 variant ", variant));
@@ -255,7 +257,7 @@ TEST_F(ChunkedPrefillTest, EveryKernel2VariantAndVTileGiveTheSameBits) {
           first = *std::move(got);
           continue;
         }
-        EXPECT_EQ(got->o, first->o) << "o differs from the split form at V tile 16";
+        EXPECT_EQ(got->o, first->o) << "o differs from the split form at the first V tile";
         ASSERT_EQ(got->final_states.size(), first->final_states.size());
         for (size_t i = 0; i < got->final_states.size(); ++i) {
           EXPECT_EQ(got->final_states[i], first->final_states[i]) << "state " << i;

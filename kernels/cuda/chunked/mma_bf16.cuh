@@ -39,29 +39,7 @@ __device__ __forceinline__ void Mma16816(float c[4], const uint32_t a[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// A fragment of the 16 x 16 tile at `tile` (row-major, `stride` elements).
-__device__ __forceinline__ void LoadA(uint32_t a[4], const bf16* tile,
-                                      int stride, int lane) {
-  const int group = lane >> 2, tig = lane & 3;
-  const bf16* p0 = tile + group * stride + 2 * tig;
-  const bf16* p1 = p0 + 8 * stride;
-  a[0] = *reinterpret_cast<const uint32_t*>(p0);
-  a[1] = *reinterpret_cast<const uint32_t*>(p1);
-  a[2] = *reinterpret_cast<const uint32_t*>(p0 + 8);
-  a[3] = *reinterpret_cast<const uint32_t*>(p1 + 8);
-}
-
-// B fragment of the 16 (k) x 8 (n) tile whose transpose is at `tile_t`
-// ([n][k], `stride` elements per n row).
-__device__ __forceinline__ void LoadB(uint32_t b[2], const bf16* tile_t,
-                                      int stride, int lane) {
-  const int group = lane >> 2, tig = lane & 3;
-  const bf16* p = tile_t + group * stride + 2 * tig;
-  b[0] = *reinterpret_cast<const uint32_t*>(p);
-  b[1] = *reinterpret_cast<const uint32_t*>(p + 8);
-}
-
-// ---- ldmatrix (sm_75+): the same fragments, one instruction per four 8x8 ----
+// ---- ldmatrix (sm_75+): the fragments above, one instruction per 2 or 4 8x8 ----
 // Every lane gives the shared-memory address of one 8-element (16-byte,
 // 16-byte aligned) row; lanes 8 m .. 8 m + 7 address matrix m, which lands in
 // register m. Row strides of (multiple of 64) + 8 bf16 keep the 8 rows of a
@@ -71,7 +49,7 @@ __device__ __forceinline__ uint32_t SharedAddress(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// A fragment of the 16 x 16 tile at `tile` (row-major, `stride` elements), as LoadA.
+// A fragment of the 16 x 16 tile at `tile` (row-major, `stride` elements).
 __device__ __forceinline__ void LdsmA(uint32_t a[4], const bf16* tile, int stride, int lane) {
   const bf16* p = tile + (lane & 15) * stride + (lane >> 4) * 8;
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -81,11 +59,21 @@ __device__ __forceinline__ void LdsmA(uint32_t a[4], const bf16* tile, int strid
 
 // B fragments of two adjacent 8-column n-tiles (16 k x 16 n) whose transpose
 // ([n][k], k contiguous) is at `tile_t`: b[0..1] n-tile 0, b[2..3] n-tile 1
-// (as LoadB at tile_t and tile_t + 8 stride).
+// (as LdsmB1 at tile_t and tile_t + 8 stride).
 __device__ __forceinline__ void LdsmB2(uint32_t b[4], const bf16* tile_t, int stride, int lane) {
   const bf16* p = tile_t + ((lane & 7) + ((lane >> 4) << 3)) * stride + ((lane >> 3) & 1) * 8;
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+               : "r"(SharedAddress(p)));
+}
+
+// The B fragment of the 16 (k) x 8 (n) tile whose transpose is at `tile_t`
+// ([n][k], `stride` elements per n row), by ldmatrix .x2: lanes 0-7 address k 0-7 of the
+// 8 n rows, lanes 8-15 k 8-15 (lanes 16-31: ignored, valid addresses).
+__device__ __forceinline__ void LdsmB1(uint32_t b[2], const bf16* tile_t, int stride, int lane) {
+  const bf16* p = tile_t + (lane & 7) * stride + ((lane >> 3) & 1) * 8;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(b[0]), "=r"(b[1])
                : "r"(SharedAddress(p)));
 }
 

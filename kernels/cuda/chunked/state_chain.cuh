@@ -13,9 +13,9 @@
 //   chain (Qg S while the chain computes U', P U' while it updates S), so
 //   nothing extra goes through memory and the two kinds of warps fill each
 //   other's latency.
-// Both forms: the same products, roundings and accumulation order (so the
-// same bits), those of the earlier StatePassKernel (variants 1 - 3, o on the
-// chain's own warps; git history). Loads (w, kdt, u; with kFused qg, p) run kStages - 1 chunks ahead in
+// Both forms: the same products, roundings and accumulation order at a given
+// V tile (so the same bits); at V tiles 32 / 64 those of the earlier
+// StatePassKernel (variants 1 - 3, o on the chain's own warps; git history). Loads (w, kdt, u; with kFused qg, p) run kStages - 1 chunks ahead in
 // a ring of cp.async groups.
 //
 // Block per (sequence, value head, V tile of VT columns), 4 * VT / WC chain
@@ -186,12 +186,19 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
       StoreTileContiguous<kThreads, VT, K>(hs_g + (ch * V + v0) * K, sT_s, kSK);
     }
     if (is_chain) {
-      // U' = U - W S, rows 16 rw .., columns e0 ..
-      float acc_u[NT][4];
+      // U' = U - W S, rows 16 rw .., columns e0 .. With one n-tile per warp
+      // (V tile 16) the K / 16 k-steps alternate between two accumulators,
+      // added at the end: two mma chains of half the length instead of one
+      // (a different fp32 summation order than at V tiles 32 / 64, the same
+      // in both forms).
+      constexpr int kChains = NT == 1 ? 2 : 1;
+      float acc_u[kChains][NT][4];
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
+      for (int q = 0; q < kChains; ++q)
 #pragma unroll
-        for (int r = 0; r < 4; ++r) acc_u[nt][r] = 0.f;
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) acc_u[q][nt][r] = 0.f;
 #pragma unroll
       for (int ks = 0; ks < K / 16; ++ks) {
         uint32_t aw[4];
@@ -201,8 +208,14 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
           uint32_t bf[4];
           FragB<kPair>(bf, sT_s + (e0 + nt * 8) * kSK + ks * 16, kSK, lane);
 #pragma unroll
-          for (int j = 0; j < kPair; ++j) Mma16816(acc_u[nt + j], aw, bf + 2 * j);
+          for (int j = 0; j < kPair; ++j) Mma16816(acc_u[ks % kChains][nt + j], aw, bf + 2 * j);
         }
+      }
+      if constexpr (kChains == 2) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) acc_u[0][nt][r] += acc_u[1][nt][r];
       }
       // U in the accumulators' layout by ldmatrix, U' (bf16) transposed into
       // uT by stmatrix.trans.
@@ -211,10 +224,10 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
         uint32_t uf[2];
         LdsmAcc16x8(uf, u_s + rw * 16 * kSU + e0 + nt * 8, kSU, lane);
         const uint32_t r[2] = {
-            PackBf16(__uint_as_float(uf[0] << 16) - acc_u[nt][0],
-                     __uint_as_float(uf[0] & 0xffff0000u) - acc_u[nt][1]),
-            PackBf16(__uint_as_float(uf[1] << 16) - acc_u[nt][2],
-                     __uint_as_float(uf[1] & 0xffff0000u) - acc_u[nt][3])};
+            PackBf16(__uint_as_float(uf[0] << 16) - acc_u[0][nt][0],
+                     __uint_as_float(uf[0] & 0xffff0000u) - acc_u[0][nt][1]),
+            PackBf16(__uint_as_float(uf[1] << 16) - acc_u[0][nt][2],
+                     __uint_as_float(uf[1] & 0xffff0000u) - acc_u[0][nt][3])};
         StsmTrans16x8(uT_s + (e0 + nt * 8) * kSC + rw * 16, kSC, r, lane);
       }
     } else if constexpr (kFused) {

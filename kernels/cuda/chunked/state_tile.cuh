@@ -29,14 +29,14 @@ __device__ __forceinline__ void StoreOutPair(void* o, int64_t at, DType dtype, f
   }
 }
 
-// kPair B fragments of adjacent n-tiles (the transpose at tile_t): ldmatrix
-// for two, 32-bit loads for one.
+// kPair (1 or 2) B fragments of adjacent n-tiles (the transpose at tile_t),
+// by ldmatrix.
 template <int kPair>
 __device__ __forceinline__ void FragB(uint32_t b[4], const bf16* tile_t, int stride, int lane) {
   if constexpr (kPair == 2) {
     LdsmB2(b, tile_t, stride, lane);
   } else {
-    LoadB(b, tile_t, stride, lane);
+    LdsmB1(b, tile_t, stride, lane);
   }
 }
 
