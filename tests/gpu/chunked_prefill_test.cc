@@ -28,6 +28,13 @@ namespace {
 // and ~4.5e-3 rel_l2 on outputs, FLA 5-8e-3 max_abs_rel on the same inputs.
 constexpr double kMaxAbsRelTolerance = 1e-2;
 constexpr double kRelL2Tolerance = 6e-3;
+// Final states in bf16 pages are rounded once more when stored (2^-9
+// relative): 1.04e-2 max_abs_rel was measured at Hqk 2 Hv 4 K 128 V 64,
+// fused gating, strong decay, seed 11210603305967180273 (H200, 2026-12-01;
+// rel_l2 3.3e-3), in about one run in ten of that case.
+double StateMaxAbsRelTolerance(const GdnOptions& options) {
+  return kMaxAbsRelTolerance + (options.state_dtype == StateDType::kBF16 ? 0x1p-9 : 0.0);
+}
 
 class ChunkedOnlyBackend : public Backend {
  public:
@@ -116,7 +123,7 @@ class ChunkedPrefillTest : public CudaBackendTest {
       const testing::ErrorStats s_err = testing::Compare(
           got->final_states[i].data(), want.final_states[i].data(), want.final_states[i].size());
       EXPECT_EQ(s_err.nonfinite, 0) << "state " << i << ": " << testing::ToString(s_err);
-      EXPECT_LE(s_err.max_abs_rel, kMaxAbsRelTolerance)
+      EXPECT_LE(s_err.max_abs_rel, StateMaxAbsRelTolerance(options))
           << "state " << i << ": " << testing::ToString(s_err);
       EXPECT_LE(s_err.rel_l2, kRelL2Tolerance) << "state " << i << ": " << testing::ToString(s_err);
     }
