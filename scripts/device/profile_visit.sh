@@ -21,7 +21,7 @@ export PYTHONUNBUFFERED=1
 ROWS=${ROWS:-16/32/1/32768,2/8/1/32768}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$WORK/gpu.txt"
 timeout 400 ncu --profile-from-start off --clock-control none --set full \
-  --import-source no -k 'regex:ChunkPrep|StatePass' -o "$WORK/prefill" -f \
+  --import-source no -k 'regex:ChunkPrep|StateChain|OutputPass' -o "$WORK/prefill" -f \
   python3 bench/prefill/profile_kernels.py --capi "$B/libgdn_capi.so" --rows "$ROWS" \
   > "$WORK/ncu.log" 2>&1
 echo "== ncu rc=$?"
