@@ -54,7 +54,6 @@ __global__ void __launch_bounds__(kOutputThreads, 2) OutputPassKernel(const Chun
   const int c = blockIdx.x / Hv;
   const int64_t ch = static_cast<int64_t>(c) * Hv + h;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int group = lane >> 2, tig = lane & 3;
   const int rw = warp & 3;
   const int e0 = (warp >> 2) * (V / 2);
 
@@ -92,42 +91,9 @@ __global__ void __launch_bounds__(kOutputThreads, 2) OutputPassKernel(const Chun
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
     for (int r = 0; r < 4; ++r) acc[nt][r] = 0.f;
-#pragma unroll
-  for (int ks = 0; ks < K / 16; ++ks) {  // Qg S
-    uint32_t aq[4];
-    LdsmA(aq, qg_s + rw * 16 * kSK + ks * 16, kSK, lane);
-#pragma unroll
-    for (int nt = 0; nt < NT; nt += 2) {
-      uint32_t bf[4];
-      LdsmB2(bf, sT_s + (e0 + nt * 8) * kSK + ks * 16, kSK, lane);
-      Mma16816(acc[nt], aq, bf);
-      Mma16816(acc[nt + 1], aq, bf + 2);
-    }
-  }
-#pragma unroll
-  for (int ks = 0; ks < 4; ++ks) {  // + P U'
-    uint32_t ap[4];
-    LdsmA(ap, p_s + rw * 16 * kSC + ks * 16, kSC, lane);
-#pragma unroll
-    for (int nt = 0; nt < NT; nt += 2) {
-      uint32_t bf[4];
-      LdsmB2(bf, uT_s + (e0 + nt * 8) * kSC + ks * 16, kSC, lane);
-      Mma16816(acc[nt], ap, bf);
-      Mma16816(acc[nt + 1], ap, bf + 2);
-    }
-  }
-
-  const int64_t o_token = static_cast<int64_t>(Hv) * V;
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = rw * 16 + group + 8 * half;
-      if (i < L) {
-        StoreOutPair(args.o, (chunk_t0 + i) * o_token + h * V + e0 + nt * 8 + 2 * tig,
-                     args.io_dtype, acc[nt][2 * half], acc[nt][2 * half + 1]);
-      }
-    }
+  MmaRowTile<K / 16>(acc, acc, qg_s + rw * 16 * kSK, kSK, sT_s + e0 * kSK, kSK, lane);  // Qg S
+  MmaRowTile<4>(acc, acc, p_s + rw * 16 * kSC, kSC, uT_s + e0 * kSC, kSC, lane);  // + P U'
+  StoreOutRows<V>(args, acc, chunk_t0, L, h, e0, rw, lane);
 }
 
 }  // namespace gdn::cuda::chunked

@@ -153,7 +153,6 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
     if (c_begin + i < c_end) issue_loads(c_begin + i, i);
     CpAsyncCommit();
   }
-  const int64_t o_token = static_cast<int64_t>(Hv) * V;
   const int seq_begin = args.cu_seqlens[n], seq_end = args.cu_seqlens[n + 1];
   for (int c = c_begin; c < c_end; ++c) {
     const int st = (c - c_begin) % kStages;
@@ -199,18 +198,8 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
           for (int r = 0; r < 4; ++r) acc_u[q][nt][r] = 0.f;
-#pragma unroll
-      for (int ks = 0; ks < K / 16; ++ks) {
-        uint32_t aw[4];
-        LdsmA(aw, w_s + rw * 16 * kSK + ks * 16, kSK, lane);
-#pragma unroll
-        for (int nt = 0; nt < NT; nt += kPair) {
-          uint32_t bf[4];
-          FragB<kPair>(bf, sT_s + (e0 + nt * 8) * kSK + ks * 16, kSK, lane);
-#pragma unroll
-          for (int j = 0; j < kPair; ++j) Mma16816(acc_u[ks % kChains][nt + j], aw, bf + 2 * j);
-        }
-      }
+      MmaRowTile<K / 16>(acc_u[0], acc_u[kChains - 1], w_s + rw * 16 * kSK, kSK,
+                         sT_s + e0 * kSK, kSK, lane);
       if constexpr (kChains == 2) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
@@ -236,18 +225,7 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int r = 0; r < 4; ++r) acc_o[nt][r] = 0.f;
-#pragma unroll
-      for (int ks = 0; ks < K / 16; ++ks) {
-        uint32_t aq[4];
-        LdsmA(aq, qg_s + rw * 16 * kSK + ks * 16, kSK, lane);
-#pragma unroll
-        for (int nt = 0; nt < NT; nt += kPair) {
-          uint32_t bf[4];
-          FragB<kPair>(bf, sT_s + (e0 + nt * 8) * kSK + ks * 16, kSK, lane);
-#pragma unroll
-          for (int j = 0; j < kPair; ++j) Mma16816(acc_o[nt + j], aq, bf + 2 * j);
-        }
-      }
+      MmaRowTile<K / 16>(acc_o, acc_o, qg_s + rw * 16 * kSK, kSK, sT_s + e0 * kSK, kSK, lane);
     }
     __syncthreads();  // uT complete; every warp is done reading sT
 
@@ -285,31 +263,10 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
       StoreStateTranspose<K>(sT_s, kSK, S, rw, e0, lane);
     } else if constexpr (kFused) {
       // O += P U', then o for the chunk's real tokens.
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks) {
-        uint32_t ap[4];
-        LdsmA(ap, p_s + rw * 16 * kSC + ks * 16, kSC, lane);
-#pragma unroll
-        for (int nt = 0; nt < NT; nt += kPair) {
-          uint32_t bf[4];
-          FragB<kPair>(bf, uT_s + (e0 + nt * 8) * kSC + ks * 16, kSC, lane);
-#pragma unroll
-          for (int j = 0; j < kPair; ++j) Mma16816(acc_o[nt + j], ap, bf + 2 * j);
-        }
-      }
+      MmaRowTile<4>(acc_o, acc_o, p_s + rw * 16 * kSC, kSC, uT_s + e0 * kSC, kSC, lane);
       const int chunk_t0 = seq_begin + (c - c_begin) * kChunk;
-      const int L = min(kChunk, seq_end - chunk_t0);
-      const int group = lane >> 2, tig = lane & 3;
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int i = rw * 16 + group + 8 * half;
-          if (i < L) {
-            StoreOutPair(args.o, (chunk_t0 + i) * o_token + h * V + v0 + e0 + nt * 8 + 2 * tig,
-                         args.io_dtype, acc_o[nt][2 * half], acc_o[nt][2 * half + 1]);
-          }
-        }
+      StoreOutRows<V>(args, acc_o, chunk_t0, min(kChunk, seq_end - chunk_t0), h, v0 + e0, rw,
+                      lane);
     }
   }
   CpAsyncWaitAll();

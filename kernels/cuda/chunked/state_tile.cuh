@@ -40,6 +40,52 @@ __device__ __forceinline__ void FragB(uint32_t b[4], const bf16* tile_t, int str
   }
 }
 
+// One warp's share of a product on tensor cores: for ks = 0 .. kSteps - 1,
+//   acc{ks % 2}[nt] += A[16 rows][16 ks .. 16 ks + 15] B[16 ks ..][8 nt .. 8 nt + 7]
+// with A row-major at `a` (a_stride) and B's transpose at `b_t` ([n][k],
+// b_stride), both in shared memory. acc0 and acc1 the same array: one chain
+// (k-steps summed in order); different arrays: two chains of half the length,
+// for the caller to add.
+template <int kSteps, int NT>
+__device__ __forceinline__ void MmaRowTile(float (&acc0)[NT][4], float (&acc1)[NT][4],
+                                           const bf16* a, int a_stride, const bf16* b_t,
+                                           int b_stride, int lane) {
+  constexpr int kPair = NT % 2 == 0 ? 2 : 1;  // n-tiles per B load
+#pragma unroll
+  for (int ks = 0; ks < kSteps; ++ks) {
+    float(&acc)[NT][4] = ks % 2 == 0 ? acc0 : acc1;
+    uint32_t af[4];
+    LdsmA(af, a + ks * 16, a_stride, lane);
+#pragma unroll
+    for (int nt = 0; nt < NT; nt += kPair) {
+      uint32_t bf[4];
+      FragB<kPair>(bf, b_t + nt * 8 * b_stride + ks * 16, b_stride, lane);
+#pragma unroll
+      for (int j = 0; j < kPair; ++j) Mma16816(acc[nt + j], af, bf + 2 * j);
+    }
+  }
+}
+
+// o of a warp's 16 rows (16 rw ..) x 8 NT columns (col0 .. of head h) of a
+// chunk starting at token chunk_t0, the rows below L only, in the call's dtype.
+template <int V, int NT>
+__device__ __forceinline__ void StoreOutRows(const ChunkArgs& args, const float (&acc)[NT][4],
+                                             int chunk_t0, int L, int h, int col0, int rw,
+                                             int lane) {
+  const int group = lane >> 2, tig = lane & 3;
+  const int64_t o_token = static_cast<int64_t>(args.num_v_heads) * V;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = rw * 16 + group + 8 * half;
+      if (i < L) {
+        StoreOutPair(args.o, (chunk_t0 + i) * o_token + h * V + col0 + nt * 8 + 2 * tig,
+                     args.io_dtype, acc[nt][2 * half], acc[nt][2 * half + 1]);
+      }
+    }
+}
+
 // Whether sequence n's page ids are usable: the initial page in the pool or
 // kZeroStatePage, the final page in the pool. Otherwise the pass runs on a
 // NaN state (the sequence's o becomes NaN) and touches no page.
