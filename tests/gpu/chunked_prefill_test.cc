@@ -369,5 +369,27 @@ TEST(ChunkedPrefillSupports, NamesWhatItRefuses) {
   EXPECT_TRUE(cuda::ChunkedPrefill::Supports(options).ok());
 }
 
+// Kernel 2's forms (host logic, no GPU): auto picks the split form at V tile
+// 16 and the fused one at 32 / 64; forced forms stay; the removed variants
+// 1 - 3 are refused; only the split form needs the extra workspace.
+TEST(ChunkedPrefillSupports, KernelTwoFormByVTile) {
+  using cuda::ChunkedPrefill;
+  EXPECT_EQ(ChunkedPrefill::kDefaultState, ChunkedPrefill::kAutoState);
+  EXPECT_EQ(ChunkedPrefill::ResolveStateVariant(ChunkedPrefill::kAutoState, 16), 4);
+  EXPECT_EQ(ChunkedPrefill::ResolveStateVariant(ChunkedPrefill::kAutoState, 32), 5);
+  EXPECT_EQ(ChunkedPrefill::ResolveStateVariant(ChunkedPrefill::kAutoState, 64), 5);
+  EXPECT_EQ(ChunkedPrefill::ResolveStateVariant(4, 64), 4);
+  EXPECT_EQ(ChunkedPrefill::ResolveStateVariant(5, 16), 5);
+  for (int variant : {1, 2, 3, 6, -1}) EXPECT_FALSE(ChunkedPrefill::IsStateVariant(variant)) << variant;
+  EXPECT_TRUE(ChunkedPrefill::IsSplitState(4));
+  EXPECT_FALSE(ChunkedPrefill::IsSplitState(5));
+  const GdnOptions options = Options(16, 32, 128, 128);
+  const size_t fused = ChunkedPrefill::WorkspaceBytes(options, 1, 512, 5);
+  const size_t split = ChunkedPrefill::WorkspaceBytes(options, 1, 512, 4);
+  // + S^T (K x V) and U'^T (V x 64) in bf16 per (chunk, value head).
+  EXPECT_GE(split - fused, size_t{512} * 32 * (128 * 128 + 128 * 64) * 2);
+  EXPECT_EQ(ChunkedPrefill::WorkspaceBytes(options, 1, 512), split);  // auto: the larger
+}
+
 }  // namespace
 }  // namespace gdn::gpu_test
