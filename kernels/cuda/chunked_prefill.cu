@@ -87,6 +87,8 @@ int64_t CountChunks(const GdnParams& params) {
   return chunks;
 }
 
+}  // namespace
+
 int MultiprocessorCount() {
   int device = 0, count = 132;
   if (cudaGetDevice(&device) == cudaSuccess) {
@@ -94,8 +96,6 @@ int MultiprocessorCount() {
   }
   return count;
 }
-
-}  // namespace
 
 cudaError_t LaunchChunkTable(const ChunkArgs& args, cudaStream_t stream) {
   ChunkTableKernel<<<1, kTableThreads, 0, stream>>>(

@@ -15,21 +15,18 @@
 namespace gdn::cuda::chunked {
 namespace {
 
+// Shared memory that keeps a kernel-3 block (K = V = 128) off a chain
+// block's SM: with 228 KB per SM and 1 KB reserved per block, a chain block
+// asking for this leaves less than a kernel-3 block needs (1 KB to spare), so
+// the output pass runs on the SMs the chain leaves instead of taking issue
+// slots from it.
+constexpr int kSmemPerSm = 233472, kSmemReservedPerBlock = 1024;
+constexpr int kSoloChainBytes =
+    kSmemPerSm - (OutputSmem<128, 128>::kBytes + kSmemReservedPerBlock) - kSmemReservedPerBlock +
+    1024;
+
 // The chain; without kFused then kernel 3 for o, alongside it (PDL, the
 // progress flags of progress.cuh).
-// Shared memory that keeps a kernel-3 block (K = V = 128) off a chain block's SM (228 KB
-// per SM, 1 KB reserved per block): the output pass then runs on the SMs the
-// chain leaves instead of taking issue slots from it.
-constexpr int kSoloChainBytes = 233472 - 1024 - (OutputSmem<128, 128>::kBytes + 1024) + 1024;
-
-int MultiprocessorCount() {
-  int device = 0, count = 132;
-  if (cudaGetDevice(&device) == cudaSuccess) {
-    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
-  }
-  return count;
-}
-
 template <int K, int V, int VT, int WC, bool kFused>
 cudaError_t LaunchChain(const GdnOptions& options, const ChunkArgs& args, cudaStream_t stream) {
   constexpr int kBytes = ChainSmem<K, VT, kFused>::kBytes;

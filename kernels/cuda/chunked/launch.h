@@ -1,6 +1,7 @@
-// Host entry points of the two chunked-prefill kernels, one .cu file each
-// (their template instances compile in parallel). Internal to
-// chunked_prefill.cu; no CUDA device code here.
+// Host entry points of the chunked-prefill kernels (prep, state pass,
+// output pass), one .cu file each (their template instances compile in
+// parallel). Internal to kernels/cuda/chunked_prefill*.cu; no CUDA device
+// code here.
 #ifndef GDN_KERNELS_CUDA_CHUNKED_LAUNCH_H_
 #define GDN_KERNELS_CUDA_CHUNKED_LAUNCH_H_
 
@@ -27,6 +28,9 @@ cudaError_t LaunchStatePass(const GdnOptions& options, const ChunkArgs& args,
 // args.progress (which must then be set).
 cudaError_t LaunchOutputPass(const GdnOptions& options, const ChunkArgs& args,
                              cudaStream_t stream, bool pdl);
+
+// The current device's SM count (132 if it cannot be read).
+int MultiprocessorCount();
 
 // Fills args.chunk_table from args.cu_seqlens on the device (one block).
 cudaError_t LaunchChunkTable(const ChunkArgs& args, cudaStream_t stream);
