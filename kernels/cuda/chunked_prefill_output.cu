@@ -1,5 +1,6 @@
 // Template instances and launch of kernel 3, the output pass of kernel 2's
-// split form (output_pass.cuh): K, V in {64, 128}.
+// split form (output_pass.cuh): K, V in {64, 128} x operand type (bf16;
+// fp16 for fp16 inputs, mma_16bit.cuh).
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/chunked/launch.h"
@@ -9,15 +10,21 @@
 namespace gdn::cuda::chunked {
 namespace {
 
-template <int K, int V>
-cudaError_t Launch(const ChunkArgs& args, cudaStream_t stream, bool pdl) {
+template <int K, int V, typename Op>
+cudaError_t LaunchFor(const ChunkArgs& args, cudaStream_t stream, bool pdl) {
   constexpr int kBytes = OutputSmem<K, V>::kBytes;
   static const cudaError_t attr = cudaFuncSetAttribute(
-      OutputPassKernel<K, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+      OutputPassKernel<K, V, Op>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
   if (attr != cudaSuccess) return attr;
   const int64_t blocks = static_cast<int64_t>(args.num_chunks) * args.num_v_heads;
-  return LaunchMaybePdl(OutputPassKernel<K, V>, static_cast<unsigned>(blocks), kOutputThreads,
-                        kBytes, stream, pdl, args);
+  return LaunchMaybePdl(OutputPassKernel<K, V, Op>, static_cast<unsigned>(blocks),
+                        kOutputThreads, kBytes, stream, pdl, args);
+}
+
+template <int K, int V>
+cudaError_t Launch(const ChunkArgs& args, cudaStream_t stream, bool pdl) {
+  return args.io_dtype == DType::kF16 ? LaunchFor<K, V, __half>(args, stream, pdl)
+                                      : LaunchFor<K, V, bf16>(args, stream, pdl);
 }
 
 }  // namespace

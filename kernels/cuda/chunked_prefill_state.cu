@@ -1,5 +1,6 @@
 // Template instances and launch of kernel 2, the state pass
-// (state_chain.cuh): K, V in {64, 128} x V tile in {16, 32, 64} x the form:
+// (state_chain.cuh): K, V in {64, 128} x V tile in {16, 32, 64} x operand
+// type (bf16; fp16 for fp16 inputs, mma_16bit.cuh) x the form:
 //   variant 4  split: the chain alone, half the columns per warp (8 at VT 16,
 //              16 at VT 32 and 64), then kernel 3 (output_pass.cuh) for o;
 //   variant 5  fused: 8 chain warps of VT / 2 columns and 8 warps computing
@@ -27,22 +28,30 @@ constexpr int kSoloChainBytes =
 
 // The chain; without kFused then kernel 3 for o, alongside it (PDL, the
 // progress flags of progress.cuh).
-template <int K, int V, int VT, int WC, bool kFused>
-cudaError_t LaunchChain(const GdnOptions& options, const ChunkArgs& args, cudaStream_t stream) {
+template <int K, int V, int VT, int WC, bool kFused, typename Op>
+cudaError_t LaunchChainFor(const GdnOptions& options, const ChunkArgs& args,
+                           cudaStream_t stream) {
   constexpr int kBytes = ChainSmem<K, VT, kFused>::kBytes;
   constexpr int kMaxBytes = kBytes > kSoloChainBytes ? kBytes : kSoloChainBytes;
   static const cudaError_t attr =
-      cudaFuncSetAttribute(StateChainKernel<K, V, VT, WC, kFused>,
+      cudaFuncSetAttribute(StateChainKernel<K, V, VT, WC, kFused, Op>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxBytes);
   if (attr != cudaSuccess) return attr;
   const int64_t blocks = static_cast<int64_t>(args.num_seqs) * args.num_v_heads * (V / VT);
   // Split form with one wave of chain blocks: one per SM, alone.
   static const int sms = MultiprocessorCount();
   const int bytes = !kFused && blocks <= sms ? kMaxBytes : kBytes;
-  StateChainKernel<K, V, VT, WC, kFused>
+  StateChainKernel<K, V, VT, WC, kFused, Op>
       <<<static_cast<unsigned>(blocks), kChainThreadsFor<VT, WC, kFused>, bytes, stream>>>(args);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   return kFused ? cudaSuccess : LaunchOutputPass(options, args, stream, /*pdl=*/true);
+}
+
+template <int K, int V, int VT, int WC, bool kFused>
+cudaError_t LaunchChain(const GdnOptions& options, const ChunkArgs& args, cudaStream_t stream) {
+  return args.io_dtype == DType::kF16
+             ? LaunchChainFor<K, V, VT, WC, kFused, __half>(options, args, stream)
+             : LaunchChainFor<K, V, VT, WC, kFused, bf16>(options, args, stream);
 }
 
 template <int K, int V, int VT>

@@ -7,10 +7,11 @@
 // time waited at the barrier behind its two solver warps, 25% of its
 // instructions built tensor-core fragments from fp32 columns; variant 3 was
 // then bound by the shared-memory / L1 pipe, which variant 4 relieves):
-//   - q, k stay raw in shared memory (bf16, exact for bf16 inputs) with their
-//     inverse L2 norms rq, rk beside them; every tensor-core operand comes
-//     from shared memory by ldmatrix (transposing where needed) and the norms
-//     are applied in fp32 to the products:
+//   - q, k stay raw in shared memory (in the operand type Op, mma_16bit.cuh:
+//     exact for bf16 and fp16 inputs) with their inverse L2 norms rq, rk
+//     beside them; every tensor-core operand comes from shared memory by
+//     ldmatrix (transposing where needed) and the norms are applied in fp32
+//     to the products:
 //       kk_ij = rk_i rk_j (k_i . k_j),  qk_ij = rq_i rk_j (q_i . k_j),
 //       W = T diag(beta exp(G) rk) k,   U = T diag(beta) v;
 //   - T = (I + A)^-1 by blocks on all 8 warps: the four 16 x 16 diagonal
@@ -19,19 +20,23 @@
 //     (variant 3) or split-bf16 tensor-core products (variant 4):
 //       [[T0, 0], [X, T1]] with X = -T1 A10 T0 (block rows of 16, then 32).
 // Per value head h:
-//   step 0  v of head h -> vb (bf16; cp.async for bf16 inputs), gating
+//   step 0  v of head h -> vb (Op; cp.async when the input is Op), gating
 //           (prefetched one head ahead), prefix sum G, exp(G), exp(G_last - G),
 //           bw = beta exp(G) rk;
 //   step 1  A = strictly_lower(beta_i exp(G_i - G_j) kk_ij) (fp32, shared) and
 //           P = scale exp(G_i - G_j) qk_ij, j <= i (global) from the fragments;
-//   step 2  T (above), then Tw = bf16(T diag(bw)), Tu = bf16(T diag(beta));
-//   step 3  W = Tw k, U = Tu v on tensor cores -> workspace.
-// Roundings: qg = bf16(scale exp(G_i) (q_i rq_i)) and kdt = bf16(exp(G_last
-// - G_j) (k_j rk_j)) are variant 2's fp32 operations in the same order
-// (identical for bf16 inputs); kk, qk and W use the exact bf16 q, k instead
-// of bf16-rounded normalised copies (one rounding less). fp32 / fp16 inputs
-// are rounded to bf16 once, before the products (variant 2 rounded the
-// normalised values); the server sends only bf16 inputs here.
+//   step 2  T (above);
+//   step 3  W = (T diag(bw)) k, U = (T diag(beta)) v on tensor cores, the
+//           left factor in two Op parts (hi + lo, from T in fp32: ~2^-16
+//           relative) -> workspace.
+// Roundings: qg = Op(scale exp(G_i) (q_i rq_i)) and kdt = Op(exp(G_last
+// - G_j) (k_j rk_j)) are variant 2's fp32 operations in the same order; kk,
+// qk and W use the exact q, k instead of rounded normalised copies (one
+// rounding less); fp32 inputs are rounded to bf16 once, before the products.
+// T enters W and U unrounded (hi + lo): with bf16 T (until 2026-12-01
+// session 6, as flash-linear-attention rounds it) rows of nearly equal
+// tokens, whose W and U rows are small differences of O(1) terms, carried
+// the terms' rounding (max error 1.0e-2 on all-equal tokens).
 #ifndef GDN_KERNELS_CUDA_CHUNKED_CHUNK_PREP_BLOCKED_CUH_
 #define GDN_KERNELS_CUDA_CHUNKED_CHUNK_PREP_BLOCKED_CUH_
 
@@ -41,7 +46,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/chunked/chunk_args.h"
-#include "kernels/cuda/chunked/mma_bf16.cuh"
+#include "kernels/cuda/chunked/mma_16bit.cuh"
 #include "kernels/cuda/chunked/prep_common.cuh"
 #include "kernels/gating.h"
 #include "kernels/gdn_types.h"
@@ -49,23 +54,24 @@
 namespace gdn::cuda::chunked {
 
 // Shared memory of ChunkPrepBlockedKernel<K, V>, in bytes:
-//   kb, qb [64][K+8] bf16   raw k, q of the chunk (padding rows zero)
-//   vb     [64][V+8] bf16   v of the current value head
+//   kb, qb [64][K+8] Op     raw k, q of the chunk (padding rows zero)
+//   vb     [64][V+8] Op     v of the current value head
 //   Af, Tf [64][68]  fp32   A; T (its strictly upper blocks are scratch)
-//   Tw, Tu [64][72]  bf16
+//   stage  [128][72] Op     P's staging (kStaged), then U's ([64][V+8])
 //   rk, rq, G, beta, exp(G), exp(G_last - G), bw: 7 x [64] fp32
-// K = V = 128: 107,264 bytes, two blocks per SM.
+// K = V = 128: 107,264 bytes, two blocks per SM. Op is 16-bit either way.
 template <int K, int V>
 struct PrepBlockedSmem {
   static constexpr int kStrideK = K + 8;
   static constexpr int kStrideV = V + 8;
   static constexpr int kStrideF = 68;  // 16-byte rows for float4 reads
-  static constexpr int kStrideT = 72;
+  static constexpr int kStrideP = 72;
   static constexpr int kKb = 64 * kStrideK * 2;
   static constexpr int kVb = 64 * kStrideV * 2;
   static constexpr int kF = 64 * kStrideF * 4;
-  static constexpr int kT = 64 * kStrideT * 2;
-  static constexpr int kBytes = 2 * kKb + kVb + 2 * kF + 2 * kT + 7 * 64 * 4;
+  static constexpr int kStage = 128 * kStrideP * 2;
+  static constexpr int kBytes = 2 * kKb + kVb + 2 * kF + kStage + 7 * 64 * 4;
+  static_assert(64 * (V + 8) * 2 <= kStage && 64 * (K + 8) * 2 <= kF, "staging fits");
 };
 
 // sum_{k < 16 NK} x_row[k] * y_col[k * stride]: one element of a product of
@@ -85,41 +91,62 @@ __device__ __forceinline__ float BlockDot(const float* x_row, const float* y_col
   return s0 + s1;
 }
 
-// out = T X for one warp's part (rows 16 mt .. + 16, columns nh N / 2 .. + N / 2,
-// n-tiles in pairs) on tensor cores: T bf16 [64][kST] and X bf16 [64][N] (row
-// stride x_stride) in shared memory, out bf16 [64][N] (row stride
-// out_stride) in global or shared memory.
-template <int N, int kST>
-__device__ __forceinline__ void ProductTo(const bf16* T, const bf16* X, int x_stride, bf16* out,
-                                          int out_stride, int mt, int nh, int lane) {
+// out = (T diag(col_scale)) X for one warp's part (rows 16 mt .. + 16,
+// columns nh N / 2 .. + N / 2, n-tiles in pairs) on tensor cores: T fp32
+// [64][kSF] in shared memory (lower triangular by 16 x 16 blocks; blocks
+// above the diagonal are not read), col_scale [64] fp32, X Op [64][N] (row
+// stride x_stride) in shared memory, out Op [64][N] (row stride out_stride)
+// in global or shared memory. The left factor enters as hi + lo Op parts
+// (two mma per product, fp32 accumulate), so T's rounding does not limit W
+// and U.
+template <typename Op, int N, int kSF>
+__device__ __forceinline__ void TProductTo(const float* T, const float* col_scale, const Op* X,
+                                           int x_stride, Op* out, int out_stride, int mt, int nh,
+                                           int lane) {
   const int row = mt * 16 + (lane >> 2), tig = lane & 3;
-  uint32_t a[4][4];
+  uint32_t ah[4][4], al[4][4];  // k-step ks: T columns 16 ks .. (zero for ks > mt)
 #pragma unroll
-  for (int ks = 0; ks < 4; ++ks) LdsmA(a[ks], T + mt * 16 * kST + ks * 16, kST, lane);
+  for (int ks = 0; ks < 4; ++ks)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {  // a[e]: row + 8 (e & 1), columns 2 tig + 8 (e >> 1), + 1
+      const int j = ks * 16 + 2 * tig + 8 * (e >> 1);
+      float2 x = make_float2(0.f, 0.f);
+      if (ks <= mt) {
+        x = *reinterpret_cast<const float2*>(T + (row + 8 * (e & 1)) * kSF + j);
+        x.x *= col_scale[j];
+        x.y *= col_scale[j + 1];
+      }
+      ah[ks][e] = Pack2<Op>(x.x, x.y);
+      const float2 h = Unpack2<Op>(ah[ks][e]);
+      al[ks][e] = Pack2<Op>(x.x - h.x, x.y - h.y);
+    }
 #pragma unroll 2
   for (int np = 0; np < N / 32; ++np) {
     const int n0 = nh * (N / 2) + np * 16;
     float acc0[4] = {0.f, 0.f, 0.f, 0.f}, acc1[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
+      if (ks > mt) break;  // T's blocks above the diagonal are zero
       uint32_t bf[4];
       LdsmB2Trans(bf, X + ks * 16 * x_stride + n0, x_stride, lane);
-      Mma16816(acc0, a[ks], bf);
-      Mma16816(acc1, a[ks], bf + 2);
+      Mma16816<Op>(acc0, al[ks], bf);
+      Mma16816<Op>(acc1, al[ks], bf + 2);
+      Mma16816<Op>(acc0, ah[ks], bf);
+      Mma16816<Op>(acc1, ah[ks], bf + 2);
     }
-    StorePair(out + row * out_stride + n0 + 2 * tig, acc0[0], acc0[1]);
-    StorePair(out + (row + 8) * out_stride + n0 + 2 * tig, acc0[2], acc0[3]);
-    StorePair(out + row * out_stride + n0 + 8 + 2 * tig, acc1[0], acc1[1]);
-    StorePair(out + (row + 8) * out_stride + n0 + 8 + 2 * tig, acc1[2], acc1[3]);
+    StoreOpPair(out + row * out_stride + n0 + 2 * tig, acc0[0], acc0[1]);
+    StoreOpPair(out + (row + 8) * out_stride + n0 + 2 * tig, acc0[2], acc0[3]);
+    StoreOpPair(out + row * out_stride + n0 + 8 + 2 * tig, acc1[0], acc1[1]);
+    StoreOpPair(out + (row + 8) * out_stride + n0 + 8 + 2 * tig, acc1[2], acc1[3]);
   }
 }
 
-// Copies a [64][N] bf16 tile from shared memory (row stride `stride`) to
-// contiguous global memory with 16-byte accesses, threads [first, first +
-// count) of the block sharing the pieces.
-template <int N>
-__device__ __forceinline__ void CopyTileToGlobal(const bf16* src, int stride, bf16* dst,
-                                                 int first, int count) {
+// Copies a [64][N] tile of 16-bit elements from shared memory (row stride
+// `stride`) to contiguous global memory with 16-byte accesses, threads
+// [first, first + count) of the block sharing the pieces.
+template <int N, typename T>
+__device__ __forceinline__ void CopyTileToGlobal(const T* src, int stride, T* dst, int first,
+                                                 int count) {
   for (int p = threadIdx.x - first; p < 64 * (N / 8); p += count) {
     const int r = p / (N / 8), c = (p % (N / 8)) * 8;
     *reinterpret_cast<uint4*>(dst + r * N + c) =
@@ -129,16 +156,16 @@ __device__ __forceinline__ void CopyTileToGlobal(const bf16* src, int stride, bf
 
 // Two fp32 -> bf16 hi and lo parts: x ~ hi + lo to ~2^-16 relative.
 __device__ __forceinline__ void SplitBf16(float x0, float x1, uint32_t& hi, uint32_t& lo) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
-  const float2 hf = __bfloat1622float2(h);
-  hi = *reinterpret_cast<const uint32_t*>(&h);
-  lo = PackBf16(x0 - hf.x, x1 - hf.y);
+  hi = Pack2<bf16>(x0, x1);
+  const float2 hf = Unpack2<bf16>(hi);
+  lo = Pack2<bf16>(x0 - hf.x, x1 - hf.y);
 }
 
 // C = sign * sum_q X_q Y_q for 16 x 16 fp32 blocks in shared memory (row
 // stride kSF; X_q as [m][k], Y_q as [k][n]), by one warp on tensor cores in
 // split bf16 (lo hi + hi lo + hi hi, fp32 accumulate: ~2^-16 relative, where
-// the fp32 FMA form of step 2b/2c read one shared-memory element per FMA).
+// the fp32 FMA form of step 2b/2c read one shared-memory element per FMA;
+// bf16 whatever Op: A's decays may be far below fp16's range).
 template <int kSF, int kTerms>
 __device__ __forceinline__ void SplitMmaBlock(const float* const (&X)[kTerms],
                                               const float* const (&Y)[kTerms], float* C,
@@ -161,9 +188,9 @@ __device__ __forceinline__ void SplitMmaBlock(const float* const (&X)[kTerms],
       uint32_t bh[2], bl[2];
       SplitBf16(y[2 * t * kSF], y[(2 * t + 1) * kSF], bh[0], bl[0]);
       SplitBf16(y[(2 * t + 8) * kSF], y[(2 * t + 9) * kSF], bh[1], bl[1]);
-      Mma16816(acc[nt], al, bh);
-      Mma16816(acc[nt], ah, bl);
-      Mma16816(acc[nt], ah, bh);
+      Mma16816<bf16>(acc[nt], al, bh);
+      Mma16816<bf16>(acc[nt], ah, bl);
+      Mma16816<bf16>(acc[nt], ah, bh);
     }
   }
 #pragma unroll
@@ -184,17 +211,17 @@ template <int K, int V, typename In, bool kStaged>
 __global__ void __launch_bounds__(kPrepThreads, 2)
     ChunkPrepBlockedKernel(const ChunkArgs args) {
   using S = PrepBlockedSmem<K, V>;
-  constexpr int kSK = S::kStrideK, kSV = S::kStrideV, kSF = S::kStrideF, kST = S::kStrideT;
+  using Op = OperandFor<In>;
+  constexpr int kSK = S::kStrideK, kSV = S::kStrideV, kSF = S::kStrideF, kSP = S::kStrideP;
   static_assert(K % 32 == 0 && V % 32 == 0, "K, V: multiples of 32");
   extern __shared__ __align__(16) unsigned char smem[];
-  bf16* kb = reinterpret_cast<bf16*>(smem);
-  bf16* qb = kb + 64 * kSK;
-  bf16* vb = qb + 64 * kSK;
+  Op* kb = reinterpret_cast<Op*>(smem);
+  Op* qb = kb + 64 * kSK;
+  Op* vb = qb + 64 * kSK;
   float* Af = reinterpret_cast<float*>(vb + 64 * kSV);
   float* Tf = Af + 64 * kSF;
-  bf16* Tw = reinterpret_cast<bf16*>(Tf + 64 * kSF);
-  bf16* Tu = Tw + 64 * kST;
-  float* rk_s = reinterpret_cast<float*>(Tu + 64 * kST);
+  Op* stage = reinterpret_cast<Op*>(Tf + 64 * kSF);
+  float* rk_s = reinterpret_cast<float*>(stage + 128 * kSP);
   float* rq_s = rk_s + 64;
   float* G_s = rq_s + 64;
   float* beta_s = G_s + 64;
@@ -274,11 +301,11 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
       const float* x = kx[m];
       const float* y = qx[m];
       *reinterpret_cast<uint4*>(kb + i * kSK + 32 * m + 8 * b) =
-          make_uint4(PackBf16(x[0], x[1]), PackBf16(x[2], x[3]), PackBf16(x[4], x[5]),
-                     PackBf16(x[6], x[7]));
+          make_uint4(Pack2<Op>(x[0], x[1]), Pack2<Op>(x[2], x[3]), Pack2<Op>(x[4], x[5]),
+                     Pack2<Op>(x[6], x[7]));
       *reinterpret_cast<uint4*>(qb + i * kSK + 32 * m + 8 * b) =
-          make_uint4(PackBf16(y[0], y[1]), PackBf16(y[2], y[3]), PackBf16(y[4], y[5]),
-                     PackBf16(y[6], y[7]));
+          make_uint4(Pack2<Op>(y[0], y[1]), Pack2<Op>(y[2], y[3]), Pack2<Op>(y[4], y[5]),
+                     Pack2<Op>(y[6], y[7]));
     }
     if (b == 0) {
       rk_s[i] = args.l2_norm_qk ? 1.0f / sqrtf(sk + kL2NormEps) : 1.0f;
@@ -305,10 +332,10 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
     for (int np = 0; np < 2; ++np) {
       uint32_t bf[4];
       LdsmB2(bf, kb + (nh * 32 + np * 16) * kSK + ks * 16, kSK, lane);
-      Mma16816(kk[2 * np], ak, bf);
-      Mma16816(kk[2 * np + 1], ak, bf + 2);
-      Mma16816(qk[2 * np], aq, bf);
-      Mma16816(qk[2 * np + 1], aq, bf + 2);
+      Mma16816<Op>(kk[2 * np], ak, bf);
+      Mma16816<Op>(kk[2 * np + 1], ak, bf + 2);
+      Mma16816<Op>(qk[2 * np], aq, bf);
+      Mma16816<Op>(qk[2 * np + 1], aq, bf + 2);
     }
   }
 #pragma unroll
@@ -326,22 +353,24 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
     const int h = hq * group_size + rr;
     const int64_t ch = static_cast<int64_t>(c) * Hv + h;
 
-    // step 0: v of head h (padding rows zero), gating, prefix sums.
+    // step 0: v of head h (padding rows zero; cp.async when In is Op),
+    // gating, prefix sums.
     {
       const In* vsrc = v + static_cast<int64_t>(t0) * v_token + h * V;
       constexpr int kPiecesPerRow = V / 8;
       for (int p = tid; p < kChunk * kPiecesPerRow; p += kPrepThreads) {
         const int j = p / kPiecesPerRow, e = (p % kPiecesPerRow) * 8;
-        bf16* dst = vb + j * kSV + e;
+        Op* dst = vb + j * kSV + e;
         if (j >= L) {
           *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
-        } else if constexpr (std::is_same_v<In, bf16>) {
+        } else if constexpr (std::is_same_v<In, Op>) {
           CpAsync16(dst, vsrc + j * v_token + e);
         } else {
           float x[8];
           Load8(vsrc + j * v_token + e, x);
-          *reinterpret_cast<uint4*>(dst) = make_uint4(PackBf16(x[0], x[1]), PackBf16(x[2], x[3]),
-                                                      PackBf16(x[4], x[5]), PackBf16(x[6], x[7]));
+          *reinterpret_cast<uint4*>(dst) =
+              make_uint4(Pack2<Op>(x[0], x[1]), Pack2<Op>(x[2], x[3]), Pack2<Op>(x[4], x[5]),
+                         Pack2<Op>(x[6], x[7]));
         }
       }
       CpAsyncCommit();
@@ -377,12 +406,12 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
     }
     __syncthreads();
 
-    // step 1: A (shared, fp32) and P (workspace; staged in Tw's bytes when
-    // kStaged, copied out by warps 2-7 in step 2a) from kk, qk.
-    bf16* p_global = reinterpret_cast<bf16*>(args.p) + ch * 64 * 64;
+    // step 1: A (shared, fp32) and P (workspace; staged when kStaged,
+    // copied out by warps 2-7 in step 2a) from kk, qk.
+    Op* p_global = reinterpret_cast<Op*>(args.p) + ch * 64 * 64;
     {
-      bf16* p_out = kStaged ? Tw : p_global;
-      const int p_stride = kStaged ? kST : 64;
+      Op* p_out = kStaged ? stage : p_global;
+      const int p_stride = kStaged ? kSP : 64;
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll
@@ -398,7 +427,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
             Af[i * kSF + j] = j < i ? beta_s[i] * decay * kk[nt][2 * half + e] : 0.f;
             pv[e] = args.scale * decay * qk[nt][2 * half + e];
           }
-          StorePair(p_out + i * p_stride + j0, pv[0], pv[1]);
+          StoreOpPair(p_out + i * p_stride + j0, pv[0], pv[1]);
         }
       }
     }
@@ -429,10 +458,10 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
     } else {
       const int t = tid - 64;
       constexpr int kOtherThreads = kPrepThreads - 64;
-      if constexpr (kStaged) CopyTileToGlobal<64>(Tw, kST, p_global, 64, kOtherThreads);
+      if constexpr (kStaged) CopyTileToGlobal<64>(stage, kSP, p_global, 64, kOtherThreads);
       const float scale = args.scale;
-      // qg [64][K] = bf16(scale exp(G_i) (q_i rq_i)): 16-byte pieces.
-      bf16* qg_out = reinterpret_cast<bf16*>(args.qg) + ch * 64 * K;
+      // qg [64][K] = Op(scale exp(G_i) (q_i rq_i)): 16-byte pieces.
+      Op* qg_out = reinterpret_cast<Op*>(args.qg) + ch * 64 * K;
       for (int p = t; p < kChunk * (K / 8); p += kOtherThreads) {
         const int i = p / (K / 8), d0 = (p % (K / 8)) * 8;
         const float s = scale * eg_s[i], rq = rq_s[i];
@@ -441,17 +470,18 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
         const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          x[2 * e] = s * (__uint_as_float(w[e] << 16) * rq);
-          x[2 * e + 1] = s * (__uint_as_float(w[e] & 0xffff0000u) * rq);
+          const float2 raw2 = Unpack2<Op>(w[e]);
+          x[2 * e] = s * (raw2.x * rq);
+          x[2 * e + 1] = s * (raw2.y * rq);
         }
         *reinterpret_cast<uint4*>(qg_out + i * K + d0) =
-            make_uint4(PackBf16(x[0], x[1]), PackBf16(x[2], x[3]), PackBf16(x[4], x[5]),
-                       PackBf16(x[6], x[7]));
+            make_uint4(Pack2<Op>(x[0], x[1]), Pack2<Op>(x[2], x[3]), Pack2<Op>(x[4], x[5]),
+                       Pack2<Op>(x[6], x[7]));
       }
-      // kdt [K][64] = bf16(exp(G_last - G_j) (k_j rk_j))^T: per warp task, the
+      // kdt [K][64] = Op(exp(G_last - G_j) (k_j rk_j))^T: per warp task, the
       // 32 tokens 32 jh .. of dims d0 .. d0 + 7, transposed by ldmatrix; lane
       // 4 g + t stores pairs (d0 + g; tokens 32 jh + 8 m + 2 t, + 1).
-      bf16* kdt_out = reinterpret_cast<bf16*>(args.kdt) + ch * K * 64;
+      Op* kdt_out = reinterpret_cast<Op*>(args.kdt) + ch * K * 64;
       for (int task = warp - 2; task < 2 * (K / 8); task += kPrepThreads / 32 - 2) {
         const int jh = task & 1, d0 = (task >> 1) * 8;
         uint32_t r4[4];
@@ -459,10 +489,11 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
 #pragma unroll
         for (int m = 0; m < 4; ++m) {
           const int j = 32 * jh + 8 * m + 2 * tig;
-          const float x0 = __uint_as_float(r4[m] << 16) * rk_s[j];
-          const float x1 = __uint_as_float(r4[m] & 0xffff0000u) * rk_s[j + 1];
+          const float2 raw2 = Unpack2<Op>(r4[m]);
+          const float x0 = raw2.x * rk_s[j];
+          const float x1 = raw2.y * rk_s[j + 1];
           *reinterpret_cast<uint32_t*>(kdt_out + (d0 + group) * 64 + j) =
-              PackBf16(x0 * ed_s[j], x1 * ed_s[j + 1]);
+              Pack2<Op>(x0 * ed_s[j], x1 * ed_s[j + 1]);
         }
       }
     }
@@ -540,52 +571,26 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
       __syncthreads();
     }
 
-    // step 2d: Tw = bf16(T diag(bw)), Tu = bf16(T diag(beta)); thread = row
-    // tid / 4, columns 16 (tid % 4) ..; blocks above the diagonal are zero.
-    {
-      const int i = tid >> 2, jb = tid & 3;
-      uint4* tw = reinterpret_cast<uint4*>(Tw + i * kST + 16 * jb);
-      uint4* tu = reinterpret_cast<uint4*>(Tu + i * kST + 16 * jb);
-      if (jb > (i >> 4)) {
-        tw[0] = tw[1] = tu[0] = tu[1] = make_uint4(0u, 0u, 0u, 0u);
-      } else {
-        uint32_t pw[8], pu[8];
-#pragma unroll
-        for (int q4 = 0; q4 < 4; ++q4) {
-          const int j = 16 * jb + 4 * q4;
-          const float4 t4 = *reinterpret_cast<const float4*>(Tf + i * kSF + j);
-          pw[2 * q4] = PackBf16(t4.x * bw_s[j], t4.y * bw_s[j + 1]);
-          pw[2 * q4 + 1] = PackBf16(t4.z * bw_s[j + 2], t4.w * bw_s[j + 3]);
-          pu[2 * q4] = PackBf16(t4.x * beta_s[j], t4.y * beta_s[j + 1]);
-          pu[2 * q4 + 1] = PackBf16(t4.z * beta_s[j + 2], t4.w * beta_s[j + 3]);
-        }
-        tw[0] = make_uint4(pw[0], pw[1], pw[2], pw[3]);
-        tw[1] = make_uint4(pw[4], pw[5], pw[6], pw[7]);
-        tu[0] = make_uint4(pu[0], pu[1], pu[2], pu[3]);
-        tu[1] = make_uint4(pu[4], pu[5], pu[6], pu[7]);
-      }
-    }
     CpAsyncWaitAll();
-    __syncthreads();  // Tw, Tu and vb complete
+    __syncthreads();  // T and vb complete
 
-    // step 3: W = Tw k, U = Tu v on tensor cores -> workspace (kStaged: via
-    // [64][K+8] / [64][V+8] bf16 tiles over Af / Tf, which are free now).
-    bf16* w_out = reinterpret_cast<bf16*>(args.w) + ch * 64 * K;
-    bf16* u_out = reinterpret_cast<bf16*>(args.u) + ch * 64 * V;
+    // step 3: W = (T diag(bw)) k, U = (T diag(beta)) v on tensor cores ->
+    // workspace (kStaged: via [64][K+8] / [64][V+8] tiles over Af, free now,
+    // and the stage, free since step 2a).
+    Op* w_out = reinterpret_cast<Op*>(args.w) + ch * 64 * K;
+    Op* u_out = reinterpret_cast<Op*>(args.u) + ch * 64 * V;
     if constexpr (kStaged) {
-      static_assert(64 * (K + 8) * 2 <= S::kF && 64 * (V + 8) * 2 <= S::kF, "staging fits");
-      bf16* w_stage = reinterpret_cast<bf16*>(Af);
-      bf16* u_stage = reinterpret_cast<bf16*>(Tf);
-      ProductTo<K, kST>(Tw, kb, kSK, w_stage, K + 8, mt, nh, lane);
-      ProductTo<V, kST>(Tu, vb, kSV, u_stage, V + 8, mt, nh, lane);
+      Op* w_stage = reinterpret_cast<Op*>(Af);
+      TProductTo<Op, K, kSF>(Tf, bw_s, kb, kSK, w_stage, K + 8, mt, nh, lane);
+      TProductTo<Op, V, kSF>(Tf, beta_s, vb, kSV, stage, V + 8, mt, nh, lane);
       __syncthreads();
       CopyTileToGlobal<K>(w_stage, K + 8, w_out, 0, kPrepThreads);
-      CopyTileToGlobal<V>(u_stage, V + 8, u_out, 0, kPrepThreads);
+      CopyTileToGlobal<V>(stage, V + 8, u_out, 0, kPrepThreads);
     } else {
-      ProductTo<K, kST>(Tw, kb, kSK, w_out, K, mt, nh, lane);
-      ProductTo<V, kST>(Tu, vb, kSV, u_out, V, mt, nh, lane);
+      TProductTo<Op, K, kSF>(Tf, bw_s, kb, kSK, w_out, K, mt, nh, lane);
+      TProductTo<Op, V, kSF>(Tf, beta_s, vb, kSV, u_out, V, mt, nh, lane);
     }
-    __syncthreads();  // vb, Af / Tf / Tw / Tu and the gate arrays are reused by the next head
+    __syncthreads();  // vb, Af / Tf, the stage and the gate arrays are reused by the next head
   }
 }
 

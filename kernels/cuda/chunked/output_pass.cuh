@@ -3,9 +3,9 @@
 // states the chain (state_chain.cuh) wrote,
 //   O = Qg S + P U'           [64, V]   -> o (the call's input dtype)
 // with qg [ch][64][K], p [ch][64][64], hs [ch][V][K] (S^T) and un [ch][V][64]
-// (U'^T), all bf16, fp32 accumulation: the K / 16 k-steps of Qg S first, then
-// the 4 of P U', the order of the fused form (state_chain.cuh), so o is
-// bitwise the same.
+// (U'^T), all of the operand type Op, fp32 accumulation: the K / 16 k-steps
+// of Qg S first, then the 4 of P U', the order of the fused form
+// (state_chain.cuh), so o is bitwise the same.
 //
 // Block per (chunk, value head), 8 warps: warp w = 4 cw + rw owns rows
 // [16 rw, 16 rw + 16) and columns [cw V / 2, (cw + 1) V / 2). No loop
@@ -21,7 +21,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/chunked/chunk_args.h"
-#include "kernels/cuda/chunked/mma_bf16.cuh"
+#include "kernels/cuda/chunked/mma_16bit.cuh"
 #include "kernels/cuda/chunked/progress.cuh"
 #include "kernels/cuda/chunked/state_tile.cuh"
 
@@ -29,8 +29,8 @@ namespace gdn::cuda::chunked {
 
 inline constexpr int kOutputThreads = 256;
 
-// Shared memory of OutputPassKernel<K, V>, in bytes:
-//   qg [64][K+8], p [64][72], sT [V][K+8], uT [V][72] (bf16).
+// Shared memory of OutputPassKernel<K, V, Op>, in bytes:
+//   qg [64][K+8], p [64][72], sT [V][K+8], uT [V][72] (Op, 16-bit).
 template <int K, int V>
 struct OutputSmem {
   static constexpr int kStrideK = K + 8;
@@ -38,16 +38,16 @@ struct OutputSmem {
   static constexpr int kBytes = (64 * kStrideK + 64 * kStrideC + V * kStrideK + V * kStrideC) * 2;
 };
 
-template <int K, int V>
+template <int K, int V, typename Op>
 __global__ void __launch_bounds__(kOutputThreads, 2) OutputPassKernel(const ChunkArgs args) {
   using Smem = OutputSmem<K, V>;
   constexpr int kSK = Smem::kStrideK, kSC = Smem::kStrideC;
   constexpr int NT = V / 16;  // 8-column tiles of a warp's V / 2 columns
   extern __shared__ __align__(16) unsigned char smem[];
-  bf16* qg_s = reinterpret_cast<bf16*>(smem);
-  bf16* p_s = qg_s + 64 * kSK;
-  bf16* sT_s = p_s + 64 * kSC;
-  bf16* uT_s = sT_s + V * kSK;
+  Op* qg_s = reinterpret_cast<Op*>(smem);
+  Op* p_s = qg_s + 64 * kSK;
+  Op* sT_s = p_s + 64 * kSC;
+  Op* uT_s = sT_s + V * kSK;
 
   const int Hv = args.num_v_heads;
   const int h = blockIdx.x % Hv;
@@ -59,9 +59,9 @@ __global__ void __launch_bounds__(kOutputThreads, 2) OutputPassKernel(const Chun
 
   // The tiles of kernel 1 (complete before the chain started).
   CpAsyncTileStatic<kOutputThreads, 64, K>(
-      qg_s, kSK, reinterpret_cast<const bf16*>(args.qg) + ch * 64 * K, K);
+      qg_s, kSK, reinterpret_cast<const Op*>(args.qg) + ch * 64 * K, K);
   CpAsyncTileStatic<kOutputThreads, 64, 64>(
-      p_s, kSC, reinterpret_cast<const bf16*>(args.p) + ch * 64 * 64, 64);
+      p_s, kSC, reinterpret_cast<const Op*>(args.p) + ch * 64 * 64, 64);
 
   // Where the chunk's tokens are, and whether the chain is past it: the
   // chunk's hs / un tiles, or for a sequence's last chunk also its final
@@ -78,9 +78,9 @@ __global__ void __launch_bounds__(kOutputThreads, 2) OutputPassKernel(const Chun
     __syncthreads();
   }
   CpAsyncTileStatic<kOutputThreads, V, K>(
-      sT_s, kSK, reinterpret_cast<const bf16*>(args.hs) + ch * V * K, K);
+      sT_s, kSK, reinterpret_cast<const Op*>(args.hs) + ch * V * K, K);
   CpAsyncTileStatic<kOutputThreads, V, 64>(
-      uT_s, kSC, reinterpret_cast<const bf16*>(args.un) + ch * V * 64, 64);
+      uT_s, kSC, reinterpret_cast<const Op*>(args.un) + ch * V * 64, 64);
   CpAsyncCommit();
 
   CpAsyncWaitAll();

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/chunked/mma_bf16.cuh"
+#include "kernels/cuda/chunked/mma_16bit.cuh"
 
 namespace gdn::cuda::chunked {
 

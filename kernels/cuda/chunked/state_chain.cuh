@@ -1,11 +1,11 @@
 // Kernel 2 of the chunked prefill with the recurrence alone on its warps'
 // serial chain,
-//   U' = U - W S              [64, VT]   (rounded to bf16)
+//   U' = U - W S              [64, VT]   (rounded to Op, mma_16bit.cuh)
 //   S  = exp(G_last) S + Kd^T U'
 // and the output O = Qg S + P U' off that chain, in one of two ways:
 //   split (kFused false, kernel 2 variant 4): per chunk the chain writes
-//     hs [ch][V][K]   S^T at the chunk's start (bf16, as the products see it)
-//     un [ch][V][64]  U'^T (bf16)
+//     hs [ch][V][K]   S^T at the chunk's start (Op, as the products see it)
+//     un [ch][V][64]  U'^T (Op)
 //   and kernel 3 (output_pass.cuh) computes o for every chunk in parallel,
 //   as flash-linear-attention splits chunk_fwd_h from chunk_fwd_o;
 //   fused (kFused true, variant 5): as many warps again compute O in the
@@ -15,8 +15,9 @@
 //   other's latency.
 // Both forms: the same products, roundings and accumulation order at a given
 // V tile (so the same bits); at V tiles 32 / 64 those of the earlier
-// StatePassKernel (variants 1 - 3, o on the chain's own warps; git history). Loads (w, kdt, u; with kFused qg, p) run kStages - 1 chunks ahead in
-// a ring of cp.async groups.
+// StatePassKernel (variants 1 - 3, o on the chain's own warps; git history).
+// Loads (w, kdt, u; with kFused qg, p) run kStages - 1 chunks ahead in a
+// ring of cp.async groups. Every tile is of the call's operand type Op.
 //
 // Block per (sequence, value head, V tile of VT columns), 4 * VT / WC chain
 // warps: warp w = 4 cw + rw owns rows [16 rw, 16 rw + 16) of U', state rows
@@ -31,7 +32,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/chunked/chunk_args.h"
-#include "kernels/cuda/chunked/mma_bf16.cuh"
+#include "kernels/cuda/chunked/mma_16bit.cuh"
 #include "kernels/cuda/chunked/progress.cuh"
 #include "kernels/cuda/chunked/state_tile.cuh"
 #include "kernels/gdn_params.h"
@@ -48,10 +49,10 @@ inline constexpr int kChainThreadsFor = 128 * (VT / WC) * (kFused ? 2 : 1);
 // per-warp instruction latency, not by the loads).
 inline constexpr int kChainStages = 2;
 
-// Shared memory of StateChainKernel<K, V, VT, WC, kFused>, in bytes: a ring
-// of kStages stages of
+// Shared memory of StateChainKernel<K, V, VT, WC, kFused, Op>, in bytes: a
+// ring of kStages stages of
 //   w [64][K+8], kdt [K][72], u [64][VT+8], with kFused qg [64][K+8], p [64][72]
-// (bf16), then sT [VT][K+8] (S^T, bf16) and uT [VT][72] (U'^T, bf16).
+// then sT [VT][K+8] (S^T) and uT [VT][72] (U'^T), all Op (16-bit).
 template <int K, int VT, bool kFused, int kStages = kChainStages>
 struct ChainSmem {
   static constexpr int kStrideK = K + 8;
@@ -62,10 +63,10 @@ struct ChainSmem {
   static constexpr int kBytes = (kStages * kStageElems + VT * kStrideK + VT * kStrideC) * 2;
 };
 
-// rows x cols bf16 (cols a multiple of 8) from shared memory (rows `sstride`
-// apart) to contiguous global memory, 16 bytes per thread and step.
-template <int kThreads, int kRows, int kCols>
-__device__ __forceinline__ void StoreTileContiguous(bf16* gmem, const bf16* smem, int sstride) {
+// rows x cols 16-bit elements (cols a multiple of 8) from shared memory (rows
+// `sstride` apart) to contiguous global memory, 16 bytes per thread and step.
+template <int kThreads, int kRows, int kCols, typename T>
+__device__ __forceinline__ void StoreTileContiguous(T* gmem, const T* smem, int sstride) {
   constexpr int kPieces = kRows * kCols / 8;
 #pragma unroll
   for (int i = 0; i < (kPieces + kThreads - 1) / kThreads; ++i) {
@@ -78,7 +79,7 @@ __device__ __forceinline__ void StoreTileContiguous(bf16* gmem, const bf16* smem
   }
 }
 
-template <int K, int V, int VT, int WC, bool kFused>
+template <int K, int V, int VT, int WC, bool kFused, typename Op>
 __global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
     StateChainKernel(const ChunkArgs args) {
   constexpr int kStages = kChainStages;
@@ -97,9 +98,9 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   }
   extern __shared__ __align__(16) unsigned char smem[];
-  bf16* stage_base = reinterpret_cast<bf16*>(smem);
-  bf16* sT_s = stage_base + kStages * Smem::kStageElems;
-  bf16* uT_s = sT_s + VT * kSK;
+  Op* stage_base = reinterpret_cast<Op*>(smem);
+  Op* sT_s = stage_base + kStages * Smem::kStageElems;
+  Op* uT_s = sT_s + VT * kSK;
 
   const int Hv = args.num_v_heads;
   const int vt = blockIdx.x % kTiles;
@@ -115,27 +116,27 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
   const int rw = role_warp & 3;          // row group
   const int e0 = (role_warp >> 2) * WC;  // first column of this warp in the tile
 
-  const bf16* w_g = reinterpret_cast<const bf16*>(args.w);
-  const bf16* kdt_g = reinterpret_cast<const bf16*>(args.kdt);
-  const bf16* u_g = reinterpret_cast<const bf16*>(args.u);
-  const bf16* qg_g = reinterpret_cast<const bf16*>(args.qg);
-  const bf16* p_g = reinterpret_cast<const bf16*>(args.p);
-  bf16* hs_g = reinterpret_cast<bf16*>(args.hs);
-  bf16* un_g = reinterpret_cast<bf16*>(args.un);
+  const Op* w_g = reinterpret_cast<const Op*>(args.w);
+  const Op* kdt_g = reinterpret_cast<const Op*>(args.kdt);
+  const Op* u_g = reinterpret_cast<const Op*>(args.u);
+  const Op* qg_g = reinterpret_cast<const Op*>(args.qg);
+  const Op* p_g = reinterpret_cast<const Op*>(args.p);
+  Op* hs_g = reinterpret_cast<Op*>(args.hs);
+  Op* un_g = reinterpret_cast<Op*>(args.un);
 
   // Stage st: w, kdt, u, then with kFused qg, p.
   auto stage_ptr = [&](int st) { return stage_base + st * Smem::kStageElems; };
   auto issue_loads = [&](int c, int st) {
     const int64_t ch = static_cast<int64_t>(c) * Hv + h;
-    bf16* w_s = stage_ptr(st);
-    bf16* kdt_s = w_s + 64 * kSK;
-    bf16* u_s = kdt_s + K * kSC;
+    Op* w_s = stage_ptr(st);
+    Op* kdt_s = w_s + 64 * kSK;
+    Op* u_s = kdt_s + K * kSC;
     CpAsyncTileStatic<kThreads, 64, K>(w_s, kSK, w_g + ch * 64 * K, K);
     CpAsyncTileStatic<kThreads, K, 64>(kdt_s, kSC, kdt_g + ch * K * 64, 64);
     CpAsyncTileStatic<kThreads, 64, VT>(u_s, kSU, u_g + ch * 64 * V + v0, V);
     if constexpr (kFused) {
-      bf16* qg_s = u_s + 64 * kSU;
-      bf16* p_s = qg_s + 64 * kSK;
+      Op* qg_s = u_s + 64 * kSU;
+      Op* p_s = qg_s + 64 * kSK;
       CpAsyncTileStatic<kThreads, 64, K>(qg_s, kSK, qg_g + ch * 64 * K, K);
       CpAsyncTileStatic<kThreads, 64, 64>(p_s, kSC, p_g + ch * 64 * 64, 64);
     }
@@ -171,11 +172,11 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
       }
     }
 
-    const bf16* w_s = stage_ptr(st);
-    const bf16* kdt_s = w_s + 64 * kSK;
-    const bf16* u_s = kdt_s + K * kSC;
-    const bf16* qg_s = u_s + 64 * kSU;  // kFused only
-    const bf16* p_s = qg_s + 64 * kSK;  // kFused only
+    const Op* w_s = stage_ptr(st);
+    const Op* kdt_s = w_s + 64 * kSK;
+    const Op* u_s = kdt_s + K * kSC;
+    const Op* qg_s = u_s + 64 * kSU;  // kFused only
+    const Op* p_s = qg_s + 64 * kSK;  // kFused only
 
     [[maybe_unused]] float acc_o[NT][4];  // kFused, o warps: O = Qg S + P U'
     if constexpr (!kFused) {
@@ -206,17 +207,15 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
 #pragma unroll
           for (int r = 0; r < 4; ++r) acc_u[0][nt][r] += acc_u[1][nt][r];
       }
-      // U in the accumulators' layout by ldmatrix, U' (bf16) transposed into
+      // U in the accumulators' layout by ldmatrix, U' (Op) transposed into
       // uT by stmatrix.trans.
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         uint32_t uf[2];
         LdsmAcc16x8(uf, u_s + rw * 16 * kSU + e0 + nt * 8, kSU, lane);
-        const uint32_t r[2] = {
-            PackBf16(__uint_as_float(uf[0] << 16) - acc_u[0][nt][0],
-                     __uint_as_float(uf[0] & 0xffff0000u) - acc_u[0][nt][1]),
-            PackBf16(__uint_as_float(uf[1] << 16) - acc_u[0][nt][2],
-                     __uint_as_float(uf[1] & 0xffff0000u) - acc_u[0][nt][3])};
+        const float2 u0 = Unpack2<Op>(uf[0]), u1 = Unpack2<Op>(uf[1]);
+        const uint32_t r[2] = {Pack2<Op>(u0.x - acc_u[0][nt][0], u0.y - acc_u[0][nt][1]),
+                               Pack2<Op>(u1.x - acc_u[0][nt][2], u1.y - acc_u[0][nt][3])};
         StsmTrans16x8(uT_s + (e0 + nt * 8) * kSC + rw * 16, kSC, r, lane);
       }
     } else if constexpr (kFused) {
@@ -256,10 +255,12 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
 #pragma unroll
           for (int nt = 0; nt < NT; nt += kPair)
 #pragma unroll
-            for (int j = 0; j < kPair; ++j) Mma16816(S[mt][nt + j], ak, bf[nt / kPair] + 2 * j);
+            for (int j = 0; j < kPair; ++j) {
+              Mma16816<Op>(S[mt][nt + j], ak, bf[nt / kPair] + 2 * j);
+            }
         }
       }
-      // S^T in bf16 for the next chunk (its readers passed the barrier above).
+      // S^T in Op for the next chunk (its readers passed the barrier above).
       StoreStateTranspose<K>(sT_s, kSK, S, rw, e0, lane);
     } else if constexpr (kFused) {
       // O += P U', then o for the chunk's real tokens.

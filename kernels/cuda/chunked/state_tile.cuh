@@ -2,7 +2,7 @@
 // state_chain.cuh), held in registers as mma
 // accumulators: warp w = 4 cw + rw holds state rows [rw K / 4, (rw + 1) K / 4)
 // (MT 16-row tiles) and columns [e0, e0 + 8 NT) of the tile, in the C
-// fragment layout of mma_bf16.cuh. Its page I/O and B-fragment loads, and
+// fragment layout of mma_16bit.cuh. Its page I/O and B-fragment loads, and
 // the store of o that the passes share (output_pass.cuh too).
 #ifndef GDN_KERNELS_CUDA_CHUNKED_STATE_TILE_CUH_
 #define GDN_KERNELS_CUDA_CHUNKED_STATE_TILE_CUH_
@@ -12,7 +12,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/chunked/chunk_args.h"
-#include "kernels/cuda/chunked/mma_bf16.cuh"
+#include "kernels/cuda/chunked/mma_16bit.cuh"
 #include "kernels/gdn_params.h"
 
 namespace gdn::cuda::chunked {
@@ -31,8 +31,8 @@ __device__ __forceinline__ void StoreOutPair(void* o, int64_t at, DType dtype, f
 
 // kPair (1 or 2) B fragments of adjacent n-tiles (the transpose at tile_t),
 // by ldmatrix.
-template <int kPair>
-__device__ __forceinline__ void FragB(uint32_t b[4], const bf16* tile_t, int stride, int lane) {
+template <int kPair, typename Op>
+__device__ __forceinline__ void FragB(uint32_t b[4], const Op* tile_t, int stride, int lane) {
   if constexpr (kPair == 2) {
     LdsmB2(b, tile_t, stride, lane);
   } else {
@@ -43,12 +43,12 @@ __device__ __forceinline__ void FragB(uint32_t b[4], const bf16* tile_t, int str
 // One warp's share of a product on tensor cores: for ks = 0 .. kSteps - 1,
 //   acc{ks % 2}[nt] += A[16 rows][16 ks .. 16 ks + 15] B[16 ks ..][8 nt .. 8 nt + 7]
 // with A row-major at `a` (a_stride) and B's transpose at `b_t` ([n][k],
-// b_stride), both in shared memory. acc0 and acc1 the same array: one chain
-// (k-steps summed in order); different arrays: two chains of half the length,
-// for the caller to add.
-template <int kSteps, int NT>
+// b_stride), both Op in shared memory. acc0 and acc1 the same array: one
+// chain (k-steps summed in order); different arrays: two chains of half the
+// length, for the caller to add.
+template <int kSteps, int NT, typename Op>
 __device__ __forceinline__ void MmaRowTile(float (&acc0)[NT][4], float (&acc1)[NT][4],
-                                           const bf16* a, int a_stride, const bf16* b_t,
+                                           const Op* a, int a_stride, const Op* b_t,
                                            int b_stride, int lane) {
   constexpr int kPair = NT % 2 == 0 ? 2 : 1;  // n-tiles per B load
 #pragma unroll
@@ -61,7 +61,7 @@ __device__ __forceinline__ void MmaRowTile(float (&acc0)[NT][4], float (&acc1)[N
       uint32_t bf[4];
       FragB<kPair>(bf, b_t + nt * 8 * b_stride + ks * 16, b_stride, lane);
 #pragma unroll
-      for (int j = 0; j < kPair; ++j) Mma16816(acc[nt + j], af, bf + 2 * j);
+      for (int j = 0; j < kPair; ++j) Mma16816<Op>(acc[nt + j], af, bf + 2 * j);
     }
   }
 }
@@ -96,10 +96,10 @@ __device__ __forceinline__ bool PagesOk(const ChunkArgs& args, int n) {
 }
 
 // S = the initial page's tile (head h, columns v0 + e0 ..; zero for
-// kZeroStatePage, NaN when !pages_ok), and its bf16 transpose into
+// kZeroStatePage, NaN when !pages_ok), and its transpose in Op into
 // sT_s[e][d] (`stride` elements per row e).
-template <int K, int V, int MT, int NT>
-__device__ __forceinline__ void LoadInitialState(float (&S)[MT][NT][4], bf16* sT_s, int stride,
+template <int K, int V, int MT, int NT, typename Op>
+__device__ __forceinline__ void LoadInitialState(float (&S)[MT][NT][4], Op* sT_s, int stride,
                                                  const ChunkArgs& args, int n, int h, int v0,
                                                  int rw, int e0, int lane, bool pages_ok) {
   const int group = lane >> 2, tig = lane & 3;
@@ -125,30 +125,30 @@ __device__ __forceinline__ void LoadInitialState(float (&S)[MT][NT][4], bf16* sT
                         : __bfloat162float(reinterpret_cast<const bf16*>(init)[at]);
         }
         S[mt][nt][r] = x;
-        sT_s[e * stride + d] = __float2bfloat16_rn(x);
+        sT_s[e * stride + d] = OpFromFloat<Op>(x);
       }
 }
 
-// S^T in bf16 into sT_s[e][d], for the next chunk's products: one
+// S^T in Op into sT_s[e][d], for the next chunk's products: one
 // stmatrix.trans per two 16 x 8 blocks (per block when NT is odd).
-template <int K, int MT, int NT>
-__device__ __forceinline__ void StoreStateTranspose(bf16* sT_s, int stride,
+template <int K, int MT, int NT, typename Op>
+__device__ __forceinline__ void StoreStateTranspose(Op* sT_s, int stride,
                                                     const float (&S)[MT][NT][4], int rw, int e0,
                                                     int lane) {
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
-    bf16* rows = sT_s + rw * (K / 4) + mt * 16;  // + e * stride
+    Op* rows = sT_s + rw * (K / 4) + mt * 16;  // + e * stride
 #pragma unroll
     for (int nt = 0; nt < NT; nt += NT % 2 == 0 ? 2 : 1) {
       if constexpr (NT % 2 == 0) {
-        const uint32_t r[4] = {PackBf16(S[mt][nt][0], S[mt][nt][1]),
-                               PackBf16(S[mt][nt][2], S[mt][nt][3]),
-                               PackBf16(S[mt][nt + 1][0], S[mt][nt + 1][1]),
-                               PackBf16(S[mt][nt + 1][2], S[mt][nt + 1][3])};
+        const uint32_t r[4] = {Pack2<Op>(S[mt][nt][0], S[mt][nt][1]),
+                               Pack2<Op>(S[mt][nt][2], S[mt][nt][3]),
+                               Pack2<Op>(S[mt][nt + 1][0], S[mt][nt + 1][1]),
+                               Pack2<Op>(S[mt][nt + 1][2], S[mt][nt + 1][3])};
         StsmTrans16x8Pair(rows + (e0 + nt * 8) * stride, stride, r, lane);
       } else {
-        const uint32_t r[2] = {PackBf16(S[mt][nt][0], S[mt][nt][1]),
-                               PackBf16(S[mt][nt][2], S[mt][nt][3])};
+        const uint32_t r[2] = {Pack2<Op>(S[mt][nt][0], S[mt][nt][1]),
+                               Pack2<Op>(S[mt][nt][2], S[mt][nt][3])};
         StsmTrans16x8(rows + (e0 + nt * 8) * stride, stride, r, lane);
       }
     }
