@@ -4,7 +4,7 @@ device next to gdn-eval by run_device.sh:
 
   prefill over lengths (B = 1, Hqk = Hv = 16, D = 128, bf16 q/k/v, fp32 state):
     ours    gdn_prefill of libgdn_capi.so (kernels/capi/gdn_capi.h), if given:
-            routed as the server's cuda backend routes (bf16 inputs of >= 256
+            routed as the server's cuda backend routes (bf16 inputs of >= 64
             tokens per sequence: the chunked kernel, so every length here)
     fla     flash-linear-attention chunk_gated_delta_rule, if importable
     sdpa    PyTorch scaled_dot_product_attention, causal softmax attention

@@ -22,8 +22,8 @@
  *
  * Kernels. gdn_decode runs the recurrent kernel family. gdn_prefill routes
  * as the server's cuda backend does (CudaBackend::RoutePrefill): the chunked
- * tensor-core kernel (kernels/cuda/chunked_prefill.h) for bf16 inputs whose
- * sequences average >= 256 tokens, else the recurrent kernel.
+ * tensor-core kernel (kernels/cuda/chunked_prefill.h) for bf16 / fp16 inputs
+ * whose sequences average >= 64 tokens, else the recurrent kernel.
  *
  * Memory. The recurrent kernels allocate nothing. The chunked kernel needs a
  * workspace (~74 KB per 64-token chunk and value head at K = V = 128); the

@@ -6,7 +6,8 @@
 // kernels/cuda/chunked/):
 //   1. per (chunk, q/k head), looping over its value heads: norms, gating,
 //      cumulative decay, A,
-//      T = A^-1, W, U and the other state-independent tiles -> workspace (bf16);
+//      T = A^-1, W, U and the other state-independent tiles -> workspace
+//      (16-bit: bf16, or fp16 for fp16 inputs);
 //   2. per (sequence, value head, V tile): the sequential pass over chunks,
 //      the state tile in registers; writes the final state page, and o
 //      (fused form) or each chunk's start state and U' (split form);

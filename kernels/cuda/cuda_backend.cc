@@ -93,15 +93,19 @@ absl::Status CudaBackend::Prefill(const GdnOptions& options, const GdnParams& pa
 }
 
 absl::Status CudaBackend::RoutePrefill(const GdnOptions& options, const GdnParams& params) {
-  return LaunchPrefill(options, params, stream_, chunked_prefill_);
+  return LaunchPrefill(options, params, stream_, chunked_prefill_, prefill_kernel_);
 }
 
 bool PrefersChunkedPrefill(const GdnOptions& options, const GdnParams& params) {
-  // Chunked tensor-core prefill (kernels/cuda/chunked_prefill.h) for bf16
-  // inputs once sequences average >= 256 tokens: its bf16 operands match
-  // FLA's accuracy for bf16 but not the fp32 / fp16 settings, which stay here.
-  return options.input_dtype == DType::kBF16 &&
-         params.total_tokens >= 256 * static_cast<int64_t>(params.num_seqs) &&
+  // Chunked tensor-core prefill (kernels/cuda/chunked_prefill.h): faster
+  // than the recurrent kernel from ~64 tokens per sequence on the H200
+  // (16/32 heads, 8 sequences: 0.104 vs 0.145 ms at 64 tokens, 0.097 vs
+  // 0.055 at 16; bench/results/2026-12-01-prefill-v7.md).
+  const bool half_inputs =
+      options.input_dtype == DType::kBF16 || options.input_dtype == DType::kF16;
+  return half_inputs &&
+         params.total_tokens >=
+             int64_t{kChunkedPrefillMinTokensPerSeq} * params.num_seqs &&
          ChunkedPrefill::Supports(options).ok();
 }
 

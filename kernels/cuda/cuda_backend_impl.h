@@ -16,12 +16,17 @@
 namespace gdn::cuda {
 
 // Which prefill kernel runs: kAuto is the routing policy of
-// CudaBackend::RoutePrefill (chunked for bf16 inputs averaging >= 256
-// tokens per sequence, else recurrent); the others force one (benchmarks,
-// kernels/capi's gdn_prefill_variant).
+// CudaBackend::RoutePrefill (PrefersChunkedPrefill); the others force one
+// (tests of the recurrent kernel, benchmarks, kernels/capi's
+// gdn_prefill_variant).
 enum class PrefillKernel { kAuto = 0, kRecurrent = 1, kChunked = 2 };
 
-// The policy itself: whether kAuto picks the chunked kernel for this call.
+// The policy itself: whether kAuto picks the chunked kernel for this call:
+// bf16 or fp16 inputs (tensor-core operands of the input's own type, the
+// accuracy of flash-linear-attention's chunked kernel) whose sequences
+// average at least kChunkedPrefillMinTokensPerSeq tokens. fp32 inputs stay
+// on the recurrent kernel (fp32 arithmetic throughout).
+inline constexpr int kChunkedPrefillMinTokensPerSeq = 64;
 bool PrefersChunkedPrefill(const GdnOptions& options, const GdnParams& params);
 
 // Prefill on `stream` through the routing policy, for callers without a
@@ -60,6 +65,8 @@ class CudaBackend final : public Backend {
   int device() const { return device_; }
   // The one stream every call of this backend is ordered on.
   cudaStream_t stream() const { return stream_; }
+  // The prefill kernel of the following Prefill calls (kAuto by default).
+  void set_prefill_kernel(PrefillKernel kernel) { prefill_kernel_ = kernel; }
 
  private:
   // Makes device_ current on the calling thread (cheap when it already is).
@@ -71,6 +78,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_;
   std::string description_;
   ChunkedPrefill chunked_prefill_;  // owns the chunked prefill's workspace
+  PrefillKernel prefill_kernel_ = PrefillKernel::kAuto;
 };
 
 }  // namespace gdn::cuda

@@ -119,7 +119,7 @@ TEST_F(CudaBackendTest, CapiDecodeVariantsWithPdlMatchOracle) {
   }
 }
 
-// gdn_prefill routes as the cuda backend does (bf16, >= 256 tokens per
+// gdn_prefill routes as the cuda backend does (bf16, >= 64 tokens per
 // sequence on average: the chunked kernel); gdn_prefill_variant and
 // gdn_chunked_prefill_tuned force a kernel / the chunked kernel's knobs.
 // Chunked answers carry bf16 tensor-core roundings (tests/gpu/chunked_prefill_test.cc).

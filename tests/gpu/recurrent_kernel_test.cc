@@ -21,6 +21,19 @@ namespace {
 using testing::EntryPoint;
 using testing::GateProfile;
 
+// Every Prefill here runs the recurrent kernel: the backend's routing sends
+// bf16 / fp16 sequences averaging >= 64 tokens to the chunked kernel
+// (tested in chunked_prefill_test.cc, with its own bars).
+class RecurrentKernelTest : public CudaBackendTest {
+ protected:
+  void SetUp() override {
+    CudaBackendTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    static_cast<cuda::CudaBackend*>(backend_.get())
+        ->set_prefill_kernel(cuda::PrefillKernel::kRecurrent);
+  }
+};
+
 GdnOptions MakeOptions(int hqk, int hv, int k, int v, DType input, StateDType state,
                        GatingMode gating, bool l2) {
   GdnOptions o;
@@ -44,7 +57,7 @@ std::vector<int> RandomLengths(std::mt19937_64& rng, int n, int max_len) {
 
 // Every (K, V, input dtype, state dtype, gating, L2 norm) combination, each
 // with a random GVA shape, batch and token mix.
-TEST_F(CudaBackendTest, DecodeMatchesOracleOverOptionGrid) {
+TEST_F(RecurrentKernelTest, DecodeMatchesOracleOverOptionGrid) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(absl::StrCat("seed ", seed));
   std::mt19937_64 rng(seed);
@@ -77,7 +90,7 @@ TEST_F(CudaBackendTest, DecodeMatchesOracleOverOptionGrid) {
 
 // The default server shape at a batch large enough for the large block
 // shape, with every sequence bringing 1..8 tokens.
-TEST_F(CudaBackendTest, DecodeMixedTokensLargeBatch) {
+TEST_F(RecurrentKernelTest, DecodeMixedTokensLargeBatch) {
   for (StateDType st : {StateDType::kF32, StateDType::kBF16}) {
     const uint64_t seed = FreshSeed();
     SCOPED_TRACE(absl::StrCat("seed ", seed));
@@ -93,7 +106,7 @@ TEST_F(CudaBackendTest, DecodeMixedTokensLargeBatch) {
 // Each block-shape variant forced (with and without programmatic dependent
 // launch), on one shape per state dtype, including zero-state sequences and
 // copy-on-write pages.
-TEST_F(CudaBackendTest, EveryVariantMatchesOracle) {
+TEST_F(RecurrentKernelTest, EveryVariantMatchesOracle) {
   auto* cuda = dynamic_cast<cuda::CudaBackend*>(backend_.get());
   ASSERT_NE(cuda, nullptr);
   for (StateDType st : {StateDType::kF32, StateDType::kBF16}) {
@@ -136,7 +149,7 @@ TEST_F(CudaBackendTest, EveryVariantMatchesOracle) {
 
 // Prefill through the recurrent kernel: lengths around the 8-token staging
 // chunk and the 64-token prefill chunk, and a long one.
-TEST_F(CudaBackendTest, RecurrentPrefillLengths) {
+TEST_F(RecurrentKernelTest, RecurrentPrefillLengths) {
   for (StateDType st : {StateDType::kF32, StateDType::kBF16}) {
     const uint64_t seed = FreshSeed();
     SCOPED_TRACE(absl::StrCat("seed ", seed));
@@ -150,7 +163,7 @@ TEST_F(CudaBackendTest, RecurrentPrefillLengths) {
 }
 
 // Decode refuses more than kMaxDecodeTokens tokens per sequence.
-TEST_F(CudaBackendTest, DecodeRejectsLongSequences) {
+TEST_F(RecurrentKernelTest, DecodeRejectsLongSequences) {
   const GdnOptions options = MakeOptions(1, 2, 64, 64, DType::kF32, StateDType::kF32,
                                          GatingMode::kDirect, true);
   const oracle::Inputs inputs =
@@ -161,7 +174,7 @@ TEST_F(CudaBackendTest, DecodeRejectsLongSequences) {
 
 // Seed 000's extreme inputs: saturated gates, no decay, beta 0 / 1, all-equal
 // tokens, huge and tiny magnitudes. Never NaN; still the oracle's answer.
-TEST_F(CudaBackendTest, ExtremeInputs) {
+TEST_F(RecurrentKernelTest, ExtremeInputs) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(absl::StrCat("seed ", seed));
   std::mt19937_64 rng(seed);
@@ -207,7 +220,7 @@ TEST_F(CudaBackendTest, ExtremeInputs) {
 
 // g = 0 for 100k steps (no decay at all): the delta rule alone keeps the
 // state bounded; the fp32 recurrence must stay close to float64 and finite.
-TEST_F(CudaBackendTest, NoDecayHundredThousandSteps) {
+TEST_F(RecurrentKernelTest, NoDecayHundredThousandSteps) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(absl::StrCat("seed ", seed));
   const GdnOptions options = MakeOptions(1, 1, 64, 64, DType::kF32, StateDType::kF32,
@@ -228,7 +241,7 @@ TEST_F(CudaBackendTest, NoDecayHundredThousandSteps) {
 // 1000 decode steps carried through the pool (in place for even sequences,
 // ping-ponging copy-on-write pages for odd ones), the float64 oracle run over
 // the whole sequence at once: the output error stays bounded along the chain.
-TEST_F(CudaBackendTest, ThousandStepDecodeChainStaysBounded) {
+TEST_F(RecurrentKernelTest, ThousandStepDecodeChainStaysBounded) {
   constexpr int kSteps = 1000;
   const std::vector<int> tokens_per_step = {1, 3, 1, 8};
   for (StateDType st : {StateDType::kF32, StateDType::kBF16}) {
@@ -340,7 +353,7 @@ TEST_F(CudaBackendTest, ThousandStepDecodeChainStaysBounded) {
 
 // Pages that are no sequence's final page come back byte-identical; bad
 // page ids write nothing and turn that sequence's o into NaN.
-TEST_F(CudaBackendTest, WritesOnlyFinalPagesAndFlagsBadPageIds) {
+TEST_F(RecurrentKernelTest, WritesOnlyFinalPagesAndFlagsBadPageIds) {
   const GdnOptions options = MakeOptions(2, 4, 64, 128, DType::kBF16, StateDType::kF32,
                                          GatingMode::kDirect, true);
   const oracle::Inputs inputs =

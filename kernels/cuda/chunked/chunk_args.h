@@ -9,7 +9,8 @@
 //   chunk_table[N + 1 + c]     the sequence that owns global chunk c
 //
 // Workspace, per (chunk c, value head h), index ch = c * Hv + h; every tile
-// bf16, rows / columns of padding tokens (>= the chunk's length) are zero.
+// of the call's operand type (mma_16bit.cuh: bf16, fp16 for fp16 inputs),
+// rows / columns of padding tokens (>= the chunk's length) are zero.
 // With G the in-chunk cumulative log decay, kn / qn the normalised k / q,
 // T = (I + strictly_lower(beta_i exp(G_i - G_j) kn_i . kn_j))^-1:
 //   w    [ch][64][K]  T (beta exp(G) kn)                       (shared/GDN.md W)
@@ -70,7 +71,7 @@ struct ChunkArgs {
   // (0 - 2 were earlier kernels, see bench/results/2026-12-01-prefill-v3.md).
   int32_t solve_variant = 4;
 
-  // Workspace (bf16 stored as uint16_t here; see the layout above).
+  // Workspace (16-bit elements stored as uint16_t here; see the layout above).
   uint16_t* w = nullptr;
   uint16_t* u = nullptr;
   uint16_t* qg = nullptr;

@@ -56,15 +56,17 @@ namespace gdn::cuda::chunked {
 // Shared memory of ChunkPrepBlockedKernel<K, V>, in bytes:
 //   kb, qb [64][K+8] Op     raw k, q of the chunk (padding rows zero)
 //   vb     [64][V+8] Op     v of the current value head
-//   Af, Tf [64][68]  fp32   A; T (its strictly upper blocks are scratch)
+//   Af, Tf [64][72]  fp32   A; T (its strictly upper blocks are scratch)
 //   stage  [128][72] Op     P's staging (kStaged), then U's ([64][V+8])
 //   rk, rq, G, beta, exp(G), exp(G_last - G), bw: 7 x [64] fp32
-// K = V = 128: 107,264 bytes, two blocks per SM. Op is 16-bit either way.
+// K = V = 128: 109,312 bytes, two blocks per SM. Op is 16-bit either way.
 template <int K, int V>
 struct PrepBlockedSmem {
   static constexpr int kStrideK = K + 8;
   static constexpr int kStrideV = V + 8;
-  static constexpr int kStrideF = 68;  // 16-byte rows for float4 reads
+  // 16-byte rows for float4 reads; 72 (not 68) so that the float2 reads of
+  // fp32 mma fragments (8 rows x 4 column pairs) fall in distinct banks.
+  static constexpr int kStrideF = 72;
   static constexpr int kStrideP = 72;
   static constexpr int kKb = 64 * kStrideK * 2;
   static constexpr int kVb = 64 * kStrideV * 2;
