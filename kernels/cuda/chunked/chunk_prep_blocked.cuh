@@ -93,53 +93,60 @@ __device__ __forceinline__ float BlockDot(const float* x_row, const float* y_col
   return s0 + s1;
 }
 
-// out = (T diag(col_scale)) X for one warp's part (rows 16 mt .. + 16,
-// columns nh N / 2 .. + N / 2, n-tiles in pairs) on tensor cores: T fp32
+// out = (T diag(col_scale)) X on tensor cores, one warp's share: T fp32
 // [64][kSF] in shared memory (lower triangular by 16 x 16 blocks; blocks
 // above the diagonal are not read), col_scale [64] fp32, X Op [64][N] (row
 // stride x_stride) in shared memory, out Op [64][N] (row stride out_stride)
 // in global or shared memory. The left factor enters as hi + lo Op parts
 // (two mma per product, fp32 accumulate), so T's rounding does not limit W
-// and U.
+// and U. Row block mt needs mt + 1 k-steps, so warp w takes the row blocks
+// w % 2 and 3 - w % 2 (5 k-steps either way) and the N / 4 columns from
+// (w / 2) N / 4: every warp the same work.
 template <typename Op, int N, int kSF>
 __device__ __forceinline__ void TProductTo(const float* T, const float* col_scale, const Op* X,
-                                           int x_stride, Op* out, int out_stride, int mt, int nh,
+                                           int x_stride, Op* out, int out_stride, int warp,
                                            int lane) {
-  const int row = mt * 16 + (lane >> 2), tig = lane & 3;
-  uint32_t ah[4][4], al[4][4];  // k-step ks: T columns 16 ks .. (zero for ks > mt)
+  static_assert(N % 64 == 0, "N / 4 columns in 16-column pairs of n-tiles");
+  const int tig = lane & 3;
 #pragma unroll
-  for (int ks = 0; ks < 4; ++ks)
+  for (int pass = 0; pass < 2; ++pass) {
+    const int mt = pass == 0 ? (warp & 1) : 3 - (warp & 1);
+    const int row = mt * 16 + (lane >> 2);
+    uint32_t ah[4][4], al[4][4];  // k-step ks: T columns 16 ks .. (zero for ks > mt)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {  // a[e]: row + 8 (e & 1), columns 2 tig + 8 (e >> 1), + 1
-      const int j = ks * 16 + 2 * tig + 8 * (e >> 1);
-      float2 x = make_float2(0.f, 0.f);
-      if (ks <= mt) {
-        x = *reinterpret_cast<const float2*>(T + (row + 8 * (e & 1)) * kSF + j);
-        x.x *= col_scale[j];
-        x.y *= col_scale[j + 1];
+    for (int ks = 0; ks < 4; ++ks)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {  // a[e]: row + 8 (e & 1), columns 2 tig + 8 (e >> 1), + 1
+        const int j = ks * 16 + 2 * tig + 8 * (e >> 1);
+        float2 x = make_float2(0.f, 0.f);
+        if (ks <= mt) {
+          x = *reinterpret_cast<const float2*>(T + (row + 8 * (e & 1)) * kSF + j);
+          x.x *= col_scale[j];
+          x.y *= col_scale[j + 1];
+        }
+        ah[ks][e] = Pack2<Op>(x.x, x.y);
+        const float2 h = Unpack2<Op>(ah[ks][e]);
+        al[ks][e] = Pack2<Op>(x.x - h.x, x.y - h.y);
       }
-      ah[ks][e] = Pack2<Op>(x.x, x.y);
-      const float2 h = Unpack2<Op>(ah[ks][e]);
-      al[ks][e] = Pack2<Op>(x.x - h.x, x.y - h.y);
-    }
-#pragma unroll 2
-  for (int np = 0; np < N / 32; ++np) {
-    const int n0 = nh * (N / 2) + np * 16;
-    float acc0[4] = {0.f, 0.f, 0.f, 0.f}, acc1[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      if (ks > mt) break;  // T's blocks above the diagonal are zero
-      uint32_t bf[4];
-      LdsmB2Trans(bf, X + ks * 16 * x_stride + n0, x_stride, lane);
-      Mma16816<Op>(acc0, al[ks], bf);
-      Mma16816<Op>(acc1, al[ks], bf + 2);
-      Mma16816<Op>(acc0, ah[ks], bf);
-      Mma16816<Op>(acc1, ah[ks], bf + 2);
+    for (int np = 0; np < N / 64; ++np) {
+      const int n0 = (warp >> 1) * (N / 4) + np * 16;
+      float acc0[4] = {0.f, 0.f, 0.f, 0.f}, acc1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) {
+        if (ks > mt) break;  // T's blocks above the diagonal are zero
+        uint32_t bf[4];
+        LdsmB2Trans(bf, X + ks * 16 * x_stride + n0, x_stride, lane);
+        Mma16816<Op>(acc0, al[ks], bf);
+        Mma16816<Op>(acc1, al[ks], bf + 2);
+        Mma16816<Op>(acc0, ah[ks], bf);
+        Mma16816<Op>(acc1, ah[ks], bf + 2);
+      }
+      StoreOpPair(out + row * out_stride + n0 + 2 * tig, acc0[0], acc0[1]);
+      StoreOpPair(out + (row + 8) * out_stride + n0 + 2 * tig, acc0[2], acc0[3]);
+      StoreOpPair(out + row * out_stride + n0 + 8 + 2 * tig, acc1[0], acc1[1]);
+      StoreOpPair(out + (row + 8) * out_stride + n0 + 8 + 2 * tig, acc1[2], acc1[3]);
     }
-    StoreOpPair(out + row * out_stride + n0 + 2 * tig, acc0[0], acc0[1]);
-    StoreOpPair(out + (row + 8) * out_stride + n0 + 2 * tig, acc0[2], acc0[3]);
-    StoreOpPair(out + row * out_stride + n0 + 8 + 2 * tig, acc1[0], acc1[1]);
-    StoreOpPair(out + (row + 8) * out_stride + n0 + 8 + 2 * tig, acc1[2], acc1[3]);
   }
 }
 
@@ -583,14 +590,14 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
     Op* u_out = reinterpret_cast<Op*>(args.u) + ch * 64 * V;
     if constexpr (kStaged) {
       Op* w_stage = reinterpret_cast<Op*>(Af);
-      TProductTo<Op, K, kSF>(Tf, bw_s, kb, kSK, w_stage, K + 8, mt, nh, lane);
-      TProductTo<Op, V, kSF>(Tf, beta_s, vb, kSV, stage, V + 8, mt, nh, lane);
+      TProductTo<Op, K, kSF>(Tf, bw_s, kb, kSK, w_stage, K + 8, warp, lane);
+      TProductTo<Op, V, kSF>(Tf, beta_s, vb, kSV, stage, V + 8, warp, lane);
       __syncthreads();
       CopyTileToGlobal<K>(w_stage, K + 8, w_out, 0, kPrepThreads);
       CopyTileToGlobal<V>(stage, V + 8, u_out, 0, kPrepThreads);
     } else {
-      TProductTo<Op, K, kSF>(Tf, bw_s, kb, kSK, w_out, K, mt, nh, lane);
-      TProductTo<Op, V, kSF>(Tf, beta_s, vb, kSV, u_out, V, mt, nh, lane);
+      TProductTo<Op, K, kSF>(Tf, bw_s, kb, kSK, w_out, K, warp, lane);
+      TProductTo<Op, V, kSF>(Tf, beta_s, vb, kSV, u_out, V, warp, lane);
     }
     __syncthreads();  // vb, Af / Tf, the stage and the gate arrays are reused by the next head
   }
