@@ -89,7 +89,8 @@ GDN_CAPI_EXPORT int gdn_decode(const gdn_capi_config* config, const gdn_capi_arg
 /* Any number of tokens per sequence; picks its kernel as the cuda backend does. */
 GDN_CAPI_EXPORT int gdn_prefill(const gdn_capi_config* config, const gdn_capi_args* args, void* stream);
 /* Prefill with a forced kernel, for benchmarks and tuning: 0 auto (= gdn_prefill),
- * 1 recurrent, 2 chunked (head dims 64 / 128, any input dtype: bf16 operands). */
+ * 1 recurrent, 2 chunked (head dims 64 / 128, any input dtype: fp16 operands for fp16 inputs,
+ * bf16 otherwise). */
 GDN_CAPI_EXPORT int gdn_prefill_variant(const gdn_capi_config* config,
                                         const gdn_capi_args* args, void* stream, int variant);
 /* The chunked kernel with its tuning knobs (benchmarks):

@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "kernels/cuda/cuda_backend_impl.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace gdn::gpu_test {
@@ -472,6 +473,28 @@ TEST(ChunkedPrefillSupports, NamesWhatItRefuses) {
   EXPECT_NE(s.message().find("head_dim_k"), absl::string_view::npos) << s;
   options = Options(2, 4, 128, 128);
   EXPECT_TRUE(cuda::ChunkedPrefill::Supports(options).ok());
+}
+
+// The cuda backend's routing (host logic, no GPU): the chunked kernel for
+// bf16 and fp16 inputs averaging >= kChunkedPrefillMinTokensPerSeq tokens per
+// sequence and head dims it supports; fp32 inputs never.
+TEST(ChunkedPrefillSupports, RoutingPolicy) {
+  const int min_tokens = cuda::kChunkedPrefillMinTokensPerSeq;
+  GdnParams params;
+  params.num_seqs = 8;
+  params.total_tokens = 8 * min_tokens;
+  GdnOptions options = Options(16, 32, 128, 128);
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    options.input_dtype = dt;
+    EXPECT_TRUE(cuda::PrefersChunkedPrefill(options, params)) << DTypeName(dt);
+  }
+  params.total_tokens = 8 * min_tokens - 1;
+  EXPECT_FALSE(cuda::PrefersChunkedPrefill(options, params)) << "below the average";
+  params.total_tokens = 8 * min_tokens;
+  options.input_dtype = DType::kF32;
+  EXPECT_FALSE(cuda::PrefersChunkedPrefill(options, params)) << "fp32 inputs";
+  options = Options(2, 4, 96, 128);
+  EXPECT_FALSE(cuda::PrefersChunkedPrefill(options, params)) << "head_dim_k 96";
 }
 
 // Kernel 2's forms (host logic, no GPU): auto picks the split form at V tile
