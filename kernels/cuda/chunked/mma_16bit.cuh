@@ -243,31 +243,12 @@ __device__ __forceinline__ void CpAsyncTileStatic(T* smem, int sstride, const T*
   }
 }
 
-// ---- element conversions --------------------------------------------------
+// ---- stores of o and of state pages --------------------------------------------
 
-__device__ __forceinline__ float ElemToFloat(float x) { return x; }
-__device__ __forceinline__ float ElemToFloat(bf16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float ElemToFloat(__half x) { return __half2float(x); }
-
+// Two adjacent elements (even index) stored at once as T (fp32, bf16 or
+// fp16; round to nearest; fp16 overflows to inf, as the true value would).
 template <typename T>
-__device__ __forceinline__ T ElemFromFloat(float x);
-template <>
-__device__ __forceinline__ float ElemFromFloat<float>(float x) { return x; }
-template <>
-__device__ __forceinline__ bf16 ElemFromFloat<bf16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-template <>
-__device__ __forceinline__ __half ElemFromFloat<__half>(float x) {
-  return __float2half_rn(x);
-}
-
-// Two adjacent elements (even index) stored at once.
-template <typename T>
-__device__ __forceinline__ void StorePair(T* p, float x0, float x1) {
-  p[0] = ElemFromFloat<T>(x0);
-  p[1] = ElemFromFloat<T>(x1);
-}
+__device__ __forceinline__ void StorePair(T* p, float x0, float x1);
 template <>
 __device__ __forceinline__ void StorePair<float>(float* p, float x0, float x1) {
   *reinterpret_cast<float2*>(p) = make_float2(x0, x1);
