@@ -54,6 +54,23 @@ absl::Status ValidateParams(const GdnOptions& options, const GdnParams& p,
   if (!p.initial_pages) return Missing("initial_pages", "always");
   if (!p.final_pages) return Missing("final_pages", "always");
   if (!p.pool.base) return Missing("pool.base", "always");
+  if (p.checkpoint_interval != 0) {
+    if (p.checkpoint_interval < 0 || p.checkpoint_interval % kCheckpointTokens != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint_interval must be a positive multiple of ", kCheckpointTokens,
+                       " tokens (or 0: none), got ", p.checkpoint_interval));
+    }
+    if (!p.checkpoint_pages) return Missing("checkpoint_pages", "checkpoint_interval > 0");
+    for (int32_t i = 0; i < p.num_seqs; ++i) {
+      const int32_t len = p.cu_seqlens_host[i + 1] - p.cu_seqlens_host[i];
+      const int32_t need = CheckpointCount(len, p.checkpoint_interval);
+      if (need > p.checkpoints_per_seq) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "sequence ", i, " has ", len, " tokens: ", need, " checkpoints at interval ",
+            p.checkpoint_interval, " but checkpoints_per_seq = ", p.checkpoints_per_seq));
+      }
+    }
+  }
   if (p.pool.dtype != options.state_dtype) {
     return absl::InvalidArgumentError(absl::StrCat(
         "pool dtype ", StateDTypeName(p.pool.dtype),

@@ -17,8 +17,13 @@
 
 namespace gdn {
 
-// Page id meaning "no stored state": the sequence starts from S = 0.
+// Page id meaning "no stored state": the sequence starts from S = 0. In a
+// checkpoint slot: no state is written there.
 inline constexpr int32_t kZeroStatePage = -1;
+
+// Checkpoint intervals are multiples of this many tokens (the chunked
+// prefill's chunk).
+inline constexpr int32_t kCheckpointTokens = 64;
 
 // One allocation of equal pages. Page p starts at base + p * page_bytes.
 struct StatePoolView {
@@ -55,14 +60,33 @@ struct GdnParams {
   const int32_t* initial_pages = nullptr;  // [N], backend memory
   const int32_t* final_pages = nullptr;    // [N], backend memory
 
+  // Optional prefix states (0: none), so that a prefix of a prompt can later
+  // be resumed or snapshotted: with checkpoint_interval = a positive multiple
+  // of kCheckpointTokens, the state after the first m * checkpoint_interval
+  // tokens of sequence i, for m = 1 .. CheckpointCount(len_i, interval) (the
+  // multiples before its last token; the final page holds the state after
+  // it), is written to page checkpoint_pages[i * checkpoints_per_seq + m - 1]
+  // in the pool's dtype; kZeroStatePage in a slot skips that state. Slots
+  // past a sequence's count are not read.
+  int32_t checkpoint_interval = 0;
+  int32_t checkpoints_per_seq = 0;
+  const int32_t* checkpoint_pages = nullptr;  // [N * checkpoints_per_seq], backend memory
+
   StatePoolView pool;
 };
+
+// Checkpoints of a sequence of `len` tokens at `interval` (> 0): the
+// multiples of the interval below len.
+inline int32_t CheckpointCount(int32_t len, int32_t interval) {
+  return len > 0 ? (len - 1) / interval : 0;
+}
 
 // Checks what can be checked on the host: non-null pointers for the options'
 // gating mode, cu_seqlens_host monotone from 0 to total_tokens, each sequence
 // within [1, max_tokens_per_seq] tokens (0 = unlimited), pool dtype and page
-// size matching the options. Page ids are not read (they may be on the
-// device). Returns InvalidArgument naming the field.
+// size matching the options, and for checkpoints the interval and enough
+// slots per sequence. Page ids are not read (they may be on the device).
+// Returns InvalidArgument naming the field.
 absl::Status ValidateParams(const GdnOptions& options, const GdnParams& params,
                             int max_tokens_per_seq);
 

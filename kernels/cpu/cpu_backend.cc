@@ -146,6 +146,18 @@ class CpuBackend final : public Backend {
             absl::StrCat("final_pages[", i, "] = ", final_page,
                          " is outside [0, ", p.pool.num_pages, ")"));
       }
+      if (p.checkpoint_interval == 0) continue;
+      const int32_t count = CheckpointCount(p.cu_seqlens_host[i + 1] - p.cu_seqlens_host[i],
+                                            p.checkpoint_interval);
+      for (int32_t m = 0; m < count; ++m) {
+        const int32_t slot = i * p.checkpoints_per_seq + m;
+        const int32_t page = p.checkpoint_pages[slot];
+        if (page != kZeroStatePage && (page < 0 || page >= p.pool.num_pages)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "checkpoint_pages[", slot, "] = ", page, " is outside [0, ", p.pool.num_pages,
+              ") and not kZeroStatePage"));
+        }
+      }
     }
     return absl::OkStatus();
   }
@@ -195,6 +207,11 @@ class CpuBackend final : public Backend {
       const int32_t initial = p.initial_pages[seq];
       task.initial_page = initial == kZeroStatePage ? nullptr : page(initial);
       task.final_page = page(p.final_pages[seq]);
+      if (p.checkpoint_interval > 0) {
+        task.checkpoint_interval = p.checkpoint_interval;
+        task.checkpoint_count = CheckpointCount(cu[seq + 1] - cu[seq], p.checkpoint_interval);
+        task.checkpoint_pages = p.checkpoint_pages + int64_t{seq} * p.checkpoints_per_seq;
+      }
       cpu::RunHead(options, p, task, scratch_[thread_index].get());
     });
     return absl::OkStatus();

@@ -15,6 +15,7 @@ constexpr int kMaxDim = 128;  // largest K and V
 // Tokens whose q, k, v and gates are prepared together (fp32, normalised)
 // before the slabs run them; also the o rows written back together.
 constexpr int kBlock = 16;
+static_assert(kCheckpointTokens % kBlock == 0, "checkpoints end token blocks");
 
 #if defined(__x86_64__)
 namespace avx2 {

@@ -28,6 +28,12 @@ struct HeadTask {
   // state) and written to; they may be the same page.
   const void* initial_page = nullptr;
   void* final_page = nullptr;
+  // Prefix states (GdnParams::checkpoint_interval): after every
+  // checkpoint_interval tokens, checkpoint_count times, the state goes to
+  // page checkpoint_pages[m] of the call's pool (kZeroStatePage: skipped).
+  int32_t checkpoint_interval = 0;
+  int32_t checkpoint_count = 0;
+  const int32_t* checkpoint_pages = nullptr;
 };
 
 // Width of the column slabs; v_begin / v_end are multiples of it.

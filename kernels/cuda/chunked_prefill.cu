@@ -216,6 +216,9 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
   args.chunk_table = reinterpret_cast<const int32_t*>(ws + layout.table);
   args.initial_pages = params.initial_pages;
   args.final_pages = params.final_pages;
+  args.checkpoint_interval = params.checkpoint_interval;
+  args.checkpoints_per_seq = params.checkpoints_per_seq;
+  args.checkpoint_pages = params.checkpoint_pages;
   args.pool_base = static_cast<char*>(params.pool.base);
   args.page_bytes = params.pool.page_bytes;
   args.num_pages = params.pool.num_pages;

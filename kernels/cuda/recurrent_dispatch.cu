@@ -121,6 +121,9 @@ RecurrentParams MakeRecurrentParams(const GdnOptions& options, const GdnParams& 
   p.cu_seqlens = params.cu_seqlens;
   p.initial_pages = params.initial_pages;
   p.final_pages = params.final_pages;
+  p.checkpoint_interval = params.checkpoint_interval;
+  p.checkpoints_per_seq = params.checkpoints_per_seq;
+  p.checkpoint_pages = params.checkpoint_pages;
   p.pool_base = static_cast<char*>(params.pool.base);
   p.page_bytes = params.pool.page_bytes;
   p.num_pages = params.pool.num_pages;

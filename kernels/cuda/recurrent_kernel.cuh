@@ -40,6 +40,7 @@ namespace gdn::cuda {
 
 // Tokens staged in shared memory at a time (= the decode bound).
 inline constexpr int kTokensPerChunk = kMaxDecodeTokens;
+static_assert(kCheckpointTokens % kTokensPerChunk == 0, "checkpoints end token chunks");
 
 // ---- element conversions ---------------------------------------------------
 
@@ -262,7 +263,8 @@ struct RecurrentItem {
   int seq, head, qk_head, col0;
   int bos, eos;
   int initial_page, final_page;
-  bool pages_ok;  // both ids usable (kZeroStatePage counts as usable initial)
+  int checkpoint_count;  // prefix states to write (RecurrentParams::checkpoint_interval)
+  bool pages_ok;  // every id usable (kZeroStatePage counts as usable initial / checkpoint)
 };
 
 template <typename Shape>
@@ -283,6 +285,11 @@ __device__ __forceinline__ RecurrentItem LoadItem(const RecurrentParams& p, int 
                           (it.initial_page >= 0 && it.initial_page < p.num_pages);
   const bool final_ok = it.final_page >= 0 && it.final_page < p.num_pages;
   it.pages_ok = initial_ok && final_ok;
+  it.checkpoint_count = p.checkpoint_interval > 0 ? (it.eos - it.bos - 1) / p.checkpoint_interval : 0;
+  for (int m = 0; m < it.checkpoint_count; ++m) {
+    const int id = p.checkpoint_pages[it.seq * p.checkpoints_per_seq + m];
+    it.pages_ok &= id == kZeroStatePage || (id >= 0 && id < p.num_pages);
+  }
   return it;
 }
 
@@ -309,8 +316,24 @@ __device__ __forceinline__ void PrefetchTileL2(const RecurrentParams& p,
   }
 }
 
+// The state tile in registers (this thread's rows) into page `page`.
+template <typename Shape>
+__device__ __forceinline__ void StoreTile(const RecurrentParams& p, const RecurrentItem& it,
+                                          int page,
+                                          const float (&s)[Shape::kRowsPerThread][Shape::kCols]) {
+  using StateT = typename Shape::StateT;
+  StateT* dst = reinterpret_cast<StateT*>(p.pool_base + (int64_t)page * p.page_bytes) +
+                ThreadTileOffset<Shape>(it);
+#pragma unroll
+  for (int r = 0; r < Shape::kRowsPerThread; ++r) {
+    StoreStateRow(dst + (int64_t)r * Shape::kRowGroups * Shape::kV,
+                  PackState<StateT, Shape::kCols>(s[r]));
+  }
+}
+
 // Runs every token of one item over the state tile in registers `s`, then
-// stores the tile to the final page. Expects the item's first chunk staged
+// stores the tile to the final page (and, every checkpoint_interval tokens,
+// to the prefix-state pages). Expects the item's first chunk staged
 // (StageTokens) and a __syncthreads since; `buffer` is the reduction
 // buffer parity, carried across items.
 template <typename Shape>
@@ -320,7 +343,6 @@ __device__ __forceinline__ void RunItemTokens(const RecurrentParams& p,
                                               float (&s)[Shape::kRowsPerThread][Shape::kCols],
                                               int& buffer) {
   using InT = typename Shape::InT;
-  using StateT = typename Shape::StateT;
   constexpr int kCols = Shape::kCols;
   constexpr int kRows = Shape::kRowsPerThread;
   constexpr int kRowGroups = Shape::kRowGroups;
@@ -403,6 +425,14 @@ __device__ __forceinline__ void RunItemTokens(const RecurrentParams& p,
       }
     }
     chunk_start += n;
+    // kTokensPerChunk divides kCheckpointTokens: every checkpoint ends a chunk.
+    const int done = chunk_start - it.bos;
+    if (p.checkpoint_interval > 0 && it.pages_ok && done % p.checkpoint_interval == 0 &&
+        done / p.checkpoint_interval <= it.checkpoint_count) {
+      const int id =
+          p.checkpoint_pages[it.seq * p.checkpoints_per_seq + done / p.checkpoint_interval - 1];
+      if (id != kZeroStatePage) StoreTile<Shape>(p, it, id, s);
+    }
     if (chunk_start < it.eos) {  // prefill: stage the next chunk
       __syncthreads();  // everyone is done reading this chunk
       n = min(it.eos - chunk_start, kTokensPerChunk);
@@ -411,14 +441,7 @@ __device__ __forceinline__ void RunItemTokens(const RecurrentParams& p,
     }
   }
 
-  if (it.pages_ok) {
-    StateT* dst = reinterpret_cast<StateT*>(p.pool_base + (int64_t)it.final_page * p.page_bytes) +
-                  ThreadTileOffset<Shape>(it);
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      StoreStateRow(dst + (int64_t)r * kRowGroups * Shape::kV, PackState<StateT, kCols>(s[r]));
-    }
-  }
+  if (it.pages_ok) StoreTile<Shape>(p, it, it.final_page, s);
 }
 
 // One block per item: load the tile (registers), stage the tokens, run.

@@ -1,5 +1,6 @@
 #include "kernels/testing/backend_runner.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -54,7 +55,8 @@ absl::StatusOr<void*> StagedCall::Upload(const void* host, size_t bytes) {
 }
 
 absl::StatusOr<std::unique_ptr<StagedCall>> StagedCall::Create(
-    Backend& backend, const GdnOptions& options, const oracle::Inputs& in) {
+    Backend& backend, const GdnOptions& options, const oracle::Inputs& in,
+    int32_t checkpoint_interval) {
   const LayerShape& s = options.shape;
   const int32_t n = in.num_seqs();
   const int64_t t = in.total_tokens();
@@ -127,9 +129,27 @@ absl::StatusOr<std::unique_ptr<StagedCall>> StagedCall::Create(
 
   // Pool: page 0 is a guard page nobody uses; sequence i owns pages 2i + 1
   // and 2i + 2. Even sequences update page 2i + 1 in place, odd ones read
-  // 2i + 1 and write 2i + 2. Everything starts as NaN.
+  // 2i + 1 and write 2i + 2. Then, with checkpoints, per_seq slots per
+  // sequence, each with a page of its own (kZeroStatePage past the
+  // sequence's count). Everything starts as NaN.
   const StatePageLayout layout = StatePageLayout::For(s, options.state_dtype);
-  const int32_t num_pages = 2 * n + 1;
+  int32_t per_seq = 0;
+  if (checkpoint_interval > 0) {
+    for (int32_t i = 0; i < n; ++i) {
+      per_seq = std::max(per_seq, CheckpointCount(in.cu_seqlens[i + 1] - in.cu_seqlens[i],
+                                                  checkpoint_interval));
+    }
+    per_seq = std::max(per_seq, 1);  // a non-null slot array even when no sequence has one
+    for (int32_t i = 0; i < n; ++i) {
+      const int32_t count =
+          CheckpointCount(in.cu_seqlens[i + 1] - in.cu_seqlens[i], checkpoint_interval);
+      for (int32_t m = 0; m < per_seq; ++m) {
+        call->checkpoint_pages_.push_back(m < count ? 2 * n + 1 + i * per_seq + m
+                                                    : kZeroStatePage);
+      }
+    }
+  }
+  const int32_t num_pages = 2 * n + 1 + n * per_seq;
   std::vector<uint8_t> pool(layout.page_bytes * num_pages);
   FillNan(&pool, StateDTypeSize(options.state_dtype), false);
   for (int32_t i = 0; i < n; ++i) {
@@ -163,6 +183,16 @@ absl::StatusOr<std::unique_ptr<StagedCall>> StagedCall::Create(
   const std::vector<int32_t> initial = call->initial_pages_;
   const std::vector<int32_t> final = call->final_pages_;
   if (!(st = call->SetPages(initial, final)).ok()) return st;
+  if (checkpoint_interval > 0) {
+    const size_t slots = call->checkpoint_pages_.size();
+    if (!(ptr = call->Upload(nullptr, slots * sizeof(int32_t))).ok()) return ptr.status();
+    call->checkpoint_pages_device_ = static_cast<int32_t*>(*ptr);
+    p.checkpoint_interval = checkpoint_interval;
+    p.checkpoints_per_seq = per_seq;
+    p.checkpoint_pages = call->checkpoint_pages_device_;
+    const std::vector<int32_t> pages = call->checkpoint_pages_;
+    if (!(st = call->SetCheckpointPages(pages)).ok()) return st;
+  }
   // The host vectors above are temporaries: wait for the copies.
   if (!(st = backend.Synchronize()).ok()) return st;
   return call;
@@ -181,6 +211,19 @@ absl::Status StagedCall::SetPages(const std::vector<int32_t>& initial_pages,
       backend_.CopyToDevice(initial_pages_device_, initial_pages_.data(), bytes);
   if (!st.ok()) return st;
   st = backend_.CopyToDevice(final_pages_device_, final_pages_.data(), bytes);
+  if (!st.ok()) return st;
+  return backend_.Synchronize();
+}
+
+absl::Status StagedCall::SetCheckpointPages(const std::vector<int32_t>& pages) {
+  if (checkpoint_pages_device_ == nullptr ||
+      pages.size() != size_t(params_.num_seqs) * params_.checkpoints_per_seq) {
+    return absl::InvalidArgumentError(
+        "SetCheckpointPages: staged without checkpoints, or not num_seqs * checkpoints_per_seq");
+  }
+  checkpoint_pages_ = pages;
+  absl::Status st = backend_.CopyToDevice(checkpoint_pages_device_, checkpoint_pages_.data(),
+                                          checkpoint_pages_.size() * sizeof(int32_t));
   if (!st.ok()) return st;
   return backend_.Synchronize();
 }
@@ -218,24 +261,41 @@ absl::StatusOr<BackendOutputs> StagedCall::Fetch() {
   ConvertToFloat(o_bytes.data(), options_.input_dtype, o_count, out.o.data());
 
   const size_t page_bytes = static_cast<size_t>(params_.pool.page_bytes);
-  std::vector<bool> is_final(params_.pool.num_pages, false);
+  const int32_t n = params_.num_seqs;
+  // Sequence i's checkpoint slots that hold a page (the rest are skipped).
+  auto checkpoint_slots = [&](int32_t i) {
+    std::vector<int32_t> slots;
+    if (params_.checkpoint_interval <= 0) return slots;
+    const int32_t count =
+        CheckpointCount(cu_seqlens_host_[i + 1] - cu_seqlens_host_[i], params_.checkpoint_interval);
+    for (int32_t m = 0; m < count; ++m) {
+      slots.push_back(checkpoint_pages_[size_t(i) * params_.checkpoints_per_seq + m]);
+    }
+    return slots;
+  };
+  std::vector<bool> written(params_.pool.num_pages, false);
   for (int32_t page : final_pages_) {
-    if (page >= 0 && page < params_.pool.num_pages) is_final[page] = true;
+    if (page >= 0 && page < params_.pool.num_pages) written[page] = true;
+  }
+  for (int32_t i = 0; i < n; ++i) {
+    for (int32_t page : checkpoint_slots(i)) {
+      if (page >= 0 && page < params_.pool.num_pages) written[page] = true;
+    }
   }
   for (int32_t page = 0; page < params_.pool.num_pages; ++page) {
-    if (!is_final[page] &&
+    if (!written[page] &&
         std::memcmp(pool->data() + page * page_bytes,
                     staged_pool_.data() + page * page_bytes, page_bytes) != 0) {
       return absl::InternalError(absl::StrCat(
-          "page ", page, " is no sequence's final page but was modified"));
+          "page ", page, " is no sequence's final or checkpoint page but was modified"));
     }
   }
   const size_t state_size = size_t(s.num_v_heads) * s.head_dim_k * s.head_dim_v;
-  for (int32_t page : final_pages_) {
-    std::vector<float> state(state_size);
+  auto read_page = [&](int32_t page) -> absl::StatusOr<std::vector<float>> {
     if (page < 0 || page >= params_.pool.num_pages) {
-      return absl::InvalidArgumentError(absl::StrCat("final page ", page, " out of range"));
+      return absl::InvalidArgumentError(absl::StrCat("page ", page, " out of range"));
     }
+    std::vector<float> state(state_size);
     const uint8_t* src = pool->data() + page * page_bytes;
     for (size_t e = 0; e < state_size; ++e) {
       if (options_.state_dtype == StateDType::kF32) {
@@ -246,7 +306,26 @@ absl::StatusOr<BackendOutputs> StagedCall::Fetch() {
         state[e] = Bf16ToFloat(h);
       }
     }
-    out.final_states.push_back(std::move(state));
+    return state;
+  };
+  for (int32_t page : final_pages_) {
+    absl::StatusOr<std::vector<float>> state = read_page(page);
+    if (!state.ok()) return state.status();
+    out.final_states.push_back(*std::move(state));
+  }
+  if (params_.checkpoint_interval > 0) {
+    out.checkpoint_states.resize(n);
+    for (int32_t i = 0; i < n; ++i) {
+      for (int32_t page : checkpoint_slots(i)) {
+        if (page == kZeroStatePage) {
+          out.checkpoint_states[i].emplace_back();
+          continue;
+        }
+        absl::StatusOr<std::vector<float>> state = read_page(page);
+        if (!state.ok()) return state.status();
+        out.checkpoint_states[i].push_back(*std::move(state));
+      }
+    }
   }
   return out;
 }
@@ -254,9 +333,10 @@ absl::StatusOr<BackendOutputs> StagedCall::Fetch() {
 absl::StatusOr<BackendOutputs> RunOnBackend(Backend& backend,
                                             const GdnOptions& options,
                                             const oracle::Inputs& inputs,
-                                            EntryPoint entry) {
+                                            EntryPoint entry,
+                                            int32_t checkpoint_interval) {
   absl::StatusOr<std::unique_ptr<StagedCall>> call =
-      StagedCall::Create(backend, options, inputs);
+      StagedCall::Create(backend, options, inputs, checkpoint_interval);
   if (!call.ok()) return call.status();
   absl::Status st = (*call)->Run(entry);
   if (!st.ok()) return st;

@@ -10,7 +10,9 @@
 // back, frees everything. Odd sequences read one page and write another
 // (copy-on-write path); even ones update their page in place. Pages that are
 // no sequence's final page must come back byte-identical (catches stray
-// writes).
+// writes). With a checkpoint interval (GdnParams::checkpoint_interval), each
+// prefix state gets a page of its own after those, also poisoned, and comes
+// back in checkpoint_states.
 #ifndef GDN_KERNELS_TESTING_BACKEND_RUNNER_H_
 #define GDN_KERNELS_TESTING_BACKEND_RUNNER_H_
 
@@ -30,6 +32,8 @@ namespace gdn::testing {
 struct BackendOutputs {
   std::vector<float> o;                          // [T, Hv, V]
   std::vector<std::vector<float>> final_states;  // [N][Hv * K * V]
+  // [N][CheckpointCount(len_i, interval)][Hv * K * V]; empty without checkpoints.
+  std::vector<std::vector<std::vector<float>>> checkpoint_states;
 };
 
 enum class EntryPoint { kDecode, kPrefill };
@@ -37,7 +41,8 @@ enum class EntryPoint { kDecode, kPrefill };
 absl::StatusOr<BackendOutputs> RunOnBackend(Backend& backend,
                                             const GdnOptions& options,
                                             const oracle::Inputs& inputs,
-                                            EntryPoint entry);
+                                            EntryPoint entry,
+                                            int32_t checkpoint_interval = 0);
 
 // The staged form of RunOnBackend, for tests that tamper with the params
 // (bad page ids, null pointers) or look at the raw pool bytes. Owns the
@@ -46,7 +51,7 @@ class StagedCall {
  public:
   static absl::StatusOr<std::unique_ptr<StagedCall>> Create(
       Backend& backend, const GdnOptions& options,
-      const oracle::Inputs& inputs);
+      const oracle::Inputs& inputs, int32_t checkpoint_interval = 0);
   ~StagedCall();
   StagedCall(const StagedCall&) = delete;
   StagedCall& operator=(const StagedCall&) = delete;
@@ -58,10 +63,15 @@ class StagedCall {
                         const std::vector<int32_t>& final_pages);
   const std::vector<int32_t>& initial_pages() const { return initial_pages_; }
   const std::vector<int32_t>& final_pages() const { return final_pages_; }
+  // Checkpoint slots [N * checkpoints_per_seq] in backend memory, rewritable.
+  absl::Status SetCheckpointPages(const std::vector<int32_t>& pages);
+  const std::vector<int32_t>& checkpoint_pages() const { return checkpoint_pages_; }
 
   // Calls backend.Decode / .Prefill with params(), then Synchronize().
   absl::Status Run(EntryPoint entry);
-  // o and each sequence's final page (per final_pages()), as fp32.
+  // o, each sequence's final page (per final_pages()) and its checkpoint
+  // pages (per checkpoint_pages(), slots of kZeroStatePage come back empty),
+  // as fp32.
   absl::StatusOr<BackendOutputs> Fetch();
   // The whole pool, raw bytes.
   absl::StatusOr<std::vector<uint8_t>> PoolBytes();
@@ -76,11 +86,12 @@ class StagedCall {
   GdnOptions options_;
   GdnParams params_;
   std::vector<int32_t> cu_seqlens_host_;
-  std::vector<int32_t> initial_pages_, final_pages_;
+  std::vector<int32_t> initial_pages_, final_pages_, checkpoint_pages_;
   std::vector<uint8_t> staged_pool_;
   std::vector<void*> allocations_;
   int32_t* initial_pages_device_ = nullptr;
   int32_t* final_pages_device_ = nullptr;
+  int32_t* checkpoint_pages_device_ = nullptr;
 };
 
 }  // namespace gdn::testing

@@ -6,6 +6,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/dtype_convert.h"
 
 namespace gdn::testing {
@@ -254,6 +255,57 @@ oracle::Inputs ConcatSequences(const std::vector<oracle::Inputs>& parts) {
     if (!part.dt_bias.empty()) out.dt_bias = part.dt_bias;
   }
   return out;
+}
+
+std::vector<std::vector<std::vector<double>>> OracleCheckpointStates(
+    const GdnOptions& options, const oracle::Inputs& inputs, int32_t interval) {
+  std::vector<oracle::Inputs> prefixes;
+  std::vector<std::vector<std::vector<double>>> out(inputs.num_seqs());
+  for (int i = 0; i < inputs.num_seqs(); ++i) {
+    const int32_t len = inputs.cu_seqlens[i + 1] - inputs.cu_seqlens[i];
+    for (int32_t m = 1; m <= CheckpointCount(len, interval); ++m) {
+      prefixes.push_back(SliceSequence(options, inputs, i, 0, m * interval,
+                                       inputs.initial_states[i]));
+    }
+  }
+  if (prefixes.empty()) return out;
+  oracle::Outputs ref = oracle::Run(options, ConcatSequences(prefixes));
+  size_t next = 0;
+  for (int i = 0; i < inputs.num_seqs(); ++i) {
+    const int32_t len = inputs.cu_seqlens[i + 1] - inputs.cu_seqlens[i];
+    for (int32_t m = 1; m <= CheckpointCount(len, interval); ++m) {
+      out[i].push_back(std::move(ref.final_states[next++]));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<ErrorStats> CompareCheckpointStates(
+    const std::vector<std::vector<std::vector<float>>>& got,
+    const std::vector<std::vector<std::vector<double>>>& want) {
+  if (got.size() != want.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint states of ", got.size(),
+                                                   " sequences, want ", want.size()));
+  }
+  ErrorStats worst;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (got[i].size() != want[i].size()) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", i, ": ", got[i].size(),
+                                                     " checkpoint states, want ", want[i].size()));
+    }
+    for (size_t m = 0; m < want[i].size(); ++m) {
+      if (got[i][m].empty()) continue;  // a skipped slot
+      if (got[i][m].size() != want[i][m].size()) {
+        return absl::InvalidArgumentError(absl::StrCat("sequence ", i, " checkpoint ", m + 1,
+                                                       ": wrong size"));
+      }
+      const ErrorStats e = Compare(got[i][m].data(), want[i][m].data(), want[i][m].size());
+      worst.max_abs_rel = std::max(worst.max_abs_rel, e.max_abs_rel);
+      worst.rel_l2 = std::max(worst.rel_l2, e.rel_l2);
+      worst.nonfinite += e.nonfinite;
+    }
+  }
+  return worst;
 }
 
 oracle::Inputs MakeRandomInputs(const GdnOptions& options,

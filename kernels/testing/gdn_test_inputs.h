@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "kernels/gdn_params.h"
 #include "kernels/gdn_types.h"
 #include "kernels/oracle/gdn_oracle.h"
 #include "kernels/testing/error_stats.h"
@@ -50,6 +52,22 @@ oracle::Inputs SliceSequence(const GdnOptions& options,
 
 // One batch of the given one-or-more-sequence inputs, in order.
 oracle::Inputs ConcatSequences(const std::vector<oracle::Inputs>& parts);
+
+// The oracle's prefix states at a checkpoint interval (GdnParams::
+// checkpoint_interval): [N][CheckpointCount(len_i, interval)][Hv * K * V],
+// entry m - 1 the state after sequence i's first m * interval tokens (every
+// prefix run as a sequence of its own, in one oracle call).
+std::vector<std::vector<std::vector<double>>> OracleCheckpointStates(
+    const GdnOptions& options, const oracle::Inputs& inputs, int32_t interval);
+
+// The worst error (largest of each measure, all non-finite values counted)
+// over the checkpoint states `got` holds ([N][count][Hv * K * V], as
+// BackendOutputs::checkpoint_states; empty entries, skipped slots, left out)
+// against `want` (OracleCheckpointStates). InvalidArgument when the counts
+// differ.
+absl::StatusOr<ErrorStats> CompareCheckpointStates(
+    const std::vector<std::vector<std::vector<float>>>& got,
+    const std::vector<std::vector<std::vector<double>>>& want);
 
 // Rounds values through the state dtype (what storing a state page does).
 void RoundThroughState(StateDType dtype, std::vector<float>* values);

@@ -162,6 +162,32 @@ TEST_F(RecurrentKernelTest, RecurrentPrefillLengths) {
   }
 }
 
+// Prefix states (GdnParams::checkpoint_interval) through the recurrent
+// kernel: every checkpoint page against the oracle's state after that
+// prefix, with the final-state bars; fp32 / bf16 inputs and pages.
+TEST_F(RecurrentKernelTest, PrefillCheckpoints) {
+  for (DType in : {DType::kF32, DType::kBF16}) {
+    for (StateDType st : {StateDType::kF32, StateDType::kBF16}) {
+      for (int32_t interval : {64, 192}) {
+        const GdnOptions options = MakeOptions(2, 4, 128, 64, in, st, GatingMode::kDirect, true);
+        const uint64_t seed = FreshSeed();
+        SCOPED_TRACE(absl::StrCat(DescribeOptions(options), " interval ", interval, " seed ", seed));
+        const oracle::Inputs inputs =
+            testing::MakeRandomInputs(options, {300, 64, 65, 1, 500}, seed, true);
+        absl::StatusOr<testing::BackendOutputs> got =
+            testing::RunOnBackend(*backend_, options, inputs, EntryPoint::kPrefill, interval);
+        ASSERT_TRUE(got.ok()) << got.status();
+        EXPECT_EQ(got->checkpoint_states[4].size(), static_cast<size_t>(499 / interval));
+        absl::StatusOr<testing::ErrorStats> e = testing::CompareCheckpointStates(
+            got->checkpoint_states, testing::OracleCheckpointStates(options, inputs, interval));
+        ASSERT_TRUE(e.ok()) << e.status();
+        EXPECT_EQ(e->nonfinite, 0);
+        EXPECT_LE(e->max_abs_rel, StateTolerance(options)) << testing::ToString(*e);
+      }
+    }
+  }
+}
+
 // Decode refuses more than kMaxDecodeTokens tokens per sequence.
 TEST_F(RecurrentKernelTest, DecodeRejectsLongSequences) {
   const GdnOptions options = MakeOptions(1, 2, 64, 64, DType::kF32, StateDType::kF32,

@@ -116,5 +116,33 @@ TEST_F(GdnParamsTest, PoolMustMatchOptions) {
   ExpectError(p, 0, "pool.page_bytes");
 }
 
+// Checkpoints: the interval a positive multiple of kCheckpointTokens, a
+// slot array, and enough slots for every sequence (lengths 1, 4, 2 need
+// none at 64; at 64 a 65-token sequence needs one, a 129-token one two).
+TEST_F(GdnParamsTest, CheckpointsAreChecked) {
+  GdnParams p = p_;
+  p.checkpoint_interval = 64;
+  ExpectError(p, 0, "checkpoint_pages");
+  std::vector<int32_t> slots = {0, 1, 2, 3, 4, 5};
+  p.checkpoint_pages = slots.data();
+  EXPECT_TRUE(ValidateParams(options_, p, 0).ok());  // no sequence reaches 64 tokens
+  for (int32_t bad : {-64, 32, 100}) {
+    p.checkpoint_interval = bad;
+    ExpectError(p, 0, "checkpoint_interval");
+  }
+  std::vector<int32_t> cu = {0, 65, 194, 195};
+  p.cu_seqlens = p.cu_seqlens_host = cu.data();
+  p.total_tokens = 195;
+  p.checkpoint_interval = 64;
+  p.checkpoints_per_seq = 1;
+  ExpectError(p, 0, "checkpoints_per_seq");  // sequence 1 (129 tokens) needs 2
+  p.checkpoints_per_seq = 2;
+  EXPECT_TRUE(ValidateParams(options_, p, 0).ok());
+  EXPECT_EQ(CheckpointCount(64, 64), 0);
+  EXPECT_EQ(CheckpointCount(65, 64), 1);
+  EXPECT_EQ(CheckpointCount(129, 64), 2);
+  EXPECT_EQ(CheckpointCount(1000, 128), 7);
+}
+
 }  // namespace
 }  // namespace gdn

@@ -137,7 +137,9 @@ TEST(BatchPlannerTest, RandomQueuesRespectEveryRule) {
     for (const PlanItem& it : items) {
       free_prefill |= !it.is_decode() && !decode_keys.count(it.key);
     }
-    if (free_prefill) EXPECT_FALSE(plan.prefill.empty());
+    if (free_prefill) {
+      EXPECT_FALSE(plan.prefill.empty());
+    }
   }
 }
 

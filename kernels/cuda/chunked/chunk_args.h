@@ -51,6 +51,11 @@ struct ChunkArgs {
   const int32_t* chunk_table = nullptr;    // [N + 1 + num_chunks], see above
   const int32_t* initial_pages = nullptr;  // [N], kZeroStatePage = zero state
   const int32_t* final_pages = nullptr;    // [N]
+  // Prefix states (GdnParams::checkpoint_interval, a multiple of kChunk; 0:
+  // none): sequence n's m-th at checkpoint_pages[n * checkpoints_per_seq + m - 1].
+  int32_t checkpoint_interval = 0;
+  int32_t checkpoints_per_seq = 0;
+  const int32_t* checkpoint_pages = nullptr;
 
   char* pool_base = nullptr;  // page p at pool_base + p * page_bytes
   int64_t page_bytes = 0;

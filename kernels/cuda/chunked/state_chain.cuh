@@ -23,7 +23,9 @@
 // warps: warp w = 4 cw + rw owns rows [16 rw, 16 rw + 16) of U', state rows
 // [rw K / 4, (rw + 1) K / 4) and columns [cw WC, (cw + 1) WC) of the tile;
 // the [K, VT] state tile lives in registers (fp32 mma accumulators). The o
-// warps (kFused) own the same rows and columns of O.
+// warps (kFused) own the same rows and columns of O. The chain warps store
+// the tile to the final page, and after each checkpoint_interval tokens to
+// that prefix state's page (ChunkArgs).
 #ifndef GDN_KERNELS_CUDA_CHUNKED_STATE_CHAIN_CUH_
 #define GDN_KERNELS_CUDA_CHUNKED_STATE_CHAIN_CUH_
 
@@ -43,6 +45,8 @@ namespace gdn::cuda::chunked {
 // warps on the chain, as many again computing o with kFused.
 template <int VT, int WC, bool kFused>
 inline constexpr int kChainThreadsFor = 128 * (VT / WC) * (kFused ? 2 : 1);
+
+static_assert(kChunk == kCheckpointTokens, "prefix states are written at chunk ends");
 
 // Stages of the chain's load ring: 3 and 4 measured no faster than 2 on the
 // H200 (bench/results/2026-12-01-prefill-v6.md: the chain is bound by its
@@ -262,6 +266,15 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
       }
       // S^T in Op for the next chunk (its readers passed the barrier above).
       StoreStateTranspose<K>(sT_s, kSK, S, rw, e0, lane);
+      // A prefix state after this chunk (checkpoints are whole chunks, before
+      // the sequence's last token).
+      const int done = (c - c_begin + 1) * kChunk;
+      if (args.checkpoint_interval > 0 && pages_ok && done % args.checkpoint_interval == 0 &&
+          done < seq_end - seq_begin) {
+        const int id = args.checkpoint_pages[n * args.checkpoints_per_seq +
+                                             done / args.checkpoint_interval - 1];
+        if (id != kZeroStatePage) StoreStatePage<K, V>(args, id, h, v0, S, rw, e0, lane);
+      }
     } else if constexpr (kFused) {
       // O += P U', then o for the chunk's real tokens.
       MmaRowTile<4>(acc_o, acc_o, p_s + rw * 16 * kSC, kSC, uT_s + e0 * kSC, kSC, lane);
@@ -272,7 +285,9 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
   }
   CpAsyncWaitAll();
 
-  if (is_chain && pages_ok) StoreFinalState<K, V>(args, n, h, v0, S, rw, e0, lane);
+  if (is_chain && pages_ok) {
+    StoreStatePage<K, V>(args, args.final_pages[n], h, v0, S, rw, e0, lane);
+  }
   if constexpr (!kFused) {  // every chunk's hs / un and the final state
     __syncthreads();
     if (tid == 0) PublishProgress(args.progress + blockIdx.x, args.epoch, c_end - c_begin + 1);

@@ -86,13 +86,26 @@ __device__ __forceinline__ void StoreOutRows(const ChunkArgs& args, const float 
     }
 }
 
+// Sequence n's checkpoint count (ChunkArgs::checkpoint_interval).
+__device__ __forceinline__ int CheckpointCountOf(const ChunkArgs& args, int n) {
+  if (args.checkpoint_interval <= 0) return 0;
+  return (args.cu_seqlens[n + 1] - args.cu_seqlens[n] - 1) / args.checkpoint_interval;
+}
+
 // Whether sequence n's page ids are usable: the initial page in the pool or
-// kZeroStatePage, the final page in the pool. Otherwise the pass runs on a
-// NaN state (the sequence's o becomes NaN) and touches no page.
+// kZeroStatePage, the final page in the pool, every checkpoint page in the
+// pool or kZeroStatePage. Otherwise the pass runs on a NaN state (the
+// sequence's o becomes NaN) and touches no page.
 __device__ __forceinline__ bool PagesOk(const ChunkArgs& args, int n) {
   const int ip = args.initial_pages[n], fp = args.final_pages[n];
-  return (ip == kZeroStatePage || (ip >= 0 && ip < args.num_pages)) && fp >= 0 &&
-         fp < args.num_pages;
+  bool ok = (ip == kZeroStatePage || (ip >= 0 && ip < args.num_pages)) && fp >= 0 &&
+            fp < args.num_pages;
+  const int count = CheckpointCountOf(args, n);
+  for (int m = 0; m < count; ++m) {
+    const int id = args.checkpoint_pages[n * args.checkpoints_per_seq + m];
+    ok &= id == kZeroStatePage || (id >= 0 && id < args.num_pages);
+  }
+  return ok;
 }
 
 // S = the initial page's tile (head h, columns v0 + e0 ..; zero for
@@ -155,13 +168,14 @@ __device__ __forceinline__ void StoreStateTranspose(Op* sT_s, int stride,
   }
 }
 
-// The final page's tile (head h, columns v0 + e0 ..) = S, in the pages' dtype.
+// Page `page`'s tile (head h, columns v0 + e0 ..) = S, in the pages' dtype
+// (the final page, or a checkpoint's).
 template <int K, int V, int MT, int NT>
-__device__ __forceinline__ void StoreFinalState(const ChunkArgs& args, int n, int h, int v0,
-                                                const float (&S)[MT][NT][4], int rw, int e0,
-                                                int lane) {
+__device__ __forceinline__ void StoreStatePage(const ChunkArgs& args, int page, int h, int v0,
+                                               const float (&S)[MT][NT][4], int rw, int e0,
+                                               int lane) {
   const int group = lane >> 2, tig = lane & 3;
-  char* fin = args.pool_base + args.final_pages[n] * args.page_bytes;
+  char* fin = args.pool_base + static_cast<int64_t>(page) * args.page_bytes;
   const bool f32_state = args.state_dtype == StateDType::kF32;
   const int64_t tile_offset = static_cast<int64_t>(h) * K * V + v0;
 #pragma unroll
