@@ -75,10 +75,11 @@ struct GdnParams {
   StatePoolView pool;
 };
 
-// Checkpoints of a sequence of `len` tokens at `interval` (> 0): the
-// multiples of the interval below len.
-inline int32_t CheckpointCount(int32_t len, int32_t interval) {
-  return len > 0 ? (len - 1) / interval : 0;
+// Checkpoints of a sequence of `len` tokens at `interval`: the multiples of
+// the interval below len (none for interval <= 0). constexpr, so the CUDA
+// kernels call it too (--expt-relaxed-constexpr).
+constexpr int32_t CheckpointCount(int32_t len, int32_t interval) {
+  return len > 0 && interval > 0 ? (len - 1) / interval : 0;
 }
 
 // Checks what can be checked on the host: non-null pointers for the options'

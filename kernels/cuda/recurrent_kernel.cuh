@@ -285,7 +285,7 @@ __device__ __forceinline__ RecurrentItem LoadItem(const RecurrentParams& p, int 
                           (it.initial_page >= 0 && it.initial_page < p.num_pages);
   const bool final_ok = it.final_page >= 0 && it.final_page < p.num_pages;
   it.pages_ok = initial_ok && final_ok;
-  it.checkpoint_count = p.checkpoint_interval > 0 ? (it.eos - it.bos - 1) / p.checkpoint_interval : 0;
+  it.checkpoint_count = CheckpointCount(it.eos - it.bos, p.checkpoint_interval);
   for (int m = 0; m < it.checkpoint_count; ++m) {
     const int id = p.checkpoint_pages[it.seq * p.checkpoints_per_seq + m];
     it.pages_ok &= id == kZeroStatePage || (id >= 0 && id < p.num_pages);

@@ -88,8 +88,7 @@ __device__ __forceinline__ void StoreOutRows(const ChunkArgs& args, const float 
 
 // Sequence n's checkpoint count (ChunkArgs::checkpoint_interval).
 __device__ __forceinline__ int CheckpointCountOf(const ChunkArgs& args, int n) {
-  if (args.checkpoint_interval <= 0) return 0;
-  return (args.cu_seqlens[n + 1] - args.cu_seqlens[n] - 1) / args.checkpoint_interval;
+  return CheckpointCount(args.cu_seqlens[n + 1] - args.cu_seqlens[n], args.checkpoint_interval);
 }
 
 // Whether sequence n's page ids are usable: the initial page in the pool or
