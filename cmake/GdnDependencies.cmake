@@ -4,7 +4,7 @@ find_package(absl CONFIG REQUIRED)
 find_package(Protobuf REQUIRED)
 find_package(gRPC CONFIG REQUIRED)
 find_package(prometheus-cpp CONFIG REQUIRED)
-# The metrics port's HTTP server (server/http_endpoint.cc).
+# The metrics port's HTTP server (server/ops/http_endpoint.cc).
 find_package(civetweb CONFIG REQUIRED)
 if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)
   find_package(GTest CONFIG REQUIRED)

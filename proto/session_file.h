@@ -1,6 +1,6 @@
 // The session snapshot file ("GDNSNAP1"), shared by gdn-cli (export /
 // import, client/session_snapshot.h) and gdn-server (--snapshot_dir,
-// server/session_snapshot_dir.h).
+// server/sessions/session_snapshot_dir.h).
 //
 // Format: the 8-byte magic "GDNSNAP1", then the chunks of one session as
 // length-delimited SessionChunk messages (varint length, message bytes),

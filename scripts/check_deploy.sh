@@ -12,7 +12,7 @@
 #               kubernetes-validate on deploy/envoy's manifests; shellcheck on
 #               the proxy scripts
 #   grafana     every metric a dashboard panel or an alert rule names is one that
-#               server/metrics.cc exports (tests/deploy/check_metric_names.py,
+#               server/ops/metrics.cc exports (tests/deploy/check_metric_names.py,
 #               and its own tests); promtool parses every panel expression
 # Usage: scripts/check_deploy.sh [tools|docker|k8s|prometheus|grafana|proxy|all]...
 # (default all). Exits non-zero when any check fails.
@@ -96,7 +96,7 @@ check_grafana() {
   rules="$(mktemp --suffix=.yml)"
   "$tools/venv/bin/python" "$root/tests/deploy/check_metric_names_test.py"
   "$tools/venv/bin/python" "$root/tests/deploy/check_metric_names.py" \
-    --metrics-source "$root/server/metrics.cc" \
+    --metrics-source "$root/server/ops/metrics.cc" \
     --dashboard "$root/deploy/grafana/gdn-serve.json" \
     --rules "$root/deploy/prometheus/alerts.yml" --emit-rules "$rules"
   "$tools/bin/promtool" check rules "$rules"

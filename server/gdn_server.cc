@@ -9,8 +9,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "server/session_transfer.h"
-#include "server/status_page.h"
+#include "server/sessions/session_transfer.h"
+#include "server/ops/status_page.h"
 
 #ifndef GDN_VERSION
 #define GDN_VERSION "0.0.0"

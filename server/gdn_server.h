@@ -1,6 +1,6 @@
 // The whole server in one object: backend, engine (with the state cache),
 // gRPC service (+ health and reflection) and the metrics port (/metrics and
-// the status page, server/status_page.h).
+// the status page, server/ops/status_page.h).
 // main.cc and the in-process tests start it the same way.
 //
 // Threading: Start, Shutdown and the accessors are for the owning thread.
@@ -13,14 +13,14 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "server/drain_gate.h"
-#include "server/engine.h"
-#include "server/gdn_service.h"
-#include "server/http_endpoint.h"
-#include "server/metrics.h"
-#include "server/server_config.h"
-#include "server/service_context.h"
-#include "server/session_snapshot_dir.h"
+#include "server/sessions/drain_gate.h"
+#include "server/engine/engine.h"
+#include "server/rpc/gdn_service.h"
+#include "server/ops/http_endpoint.h"
+#include "server/ops/metrics.h"
+#include "server/ops/server_config.h"
+#include "server/rpc/service_context.h"
+#include "server/sessions/session_snapshot_dir.h"
 
 namespace gdn {
 

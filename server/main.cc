@@ -15,7 +15,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "server/gdn_server.h"
-#include "server/server_flags.h"
+#include "server/ops/server_flags.h"
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Checks that the dashboard and the alert rules only use metrics gdn-server exports.
 
-The exported names, their types and label names are read from server/metrics.cc
+The exported names, their types and label names are read from server/ops/metrics.cc
 (the BuildCounter/BuildGauge/BuildHistogram().Name("...") calls), so renaming a
 metric in the server without updating deploy/ fails the build, and so does a
 typo in a panel or a rule. Histograms may only be used through their _bucket,
 _sum and _count series; counters and gauges only under their own name.
 
 Usage:
-  check_metric_names.py --metrics-source server/metrics.cc \
+  check_metric_names.py --metrics-source server/ops/metrics.cc \
       --dashboard deploy/grafana/gdn-serve.json --rules deploy/prometheus/alerts.yml \
       [--emit-rules OUT.yml]
 --emit-rules writes every dashboard expression (Grafana variables filled in) as a
@@ -32,7 +32,7 @@ GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__interval": "1m",
 
 
 def exported_metrics(source_text):
-    """{name: kind} and the label names used in server/metrics.cc."""
+    """{name: kind} and the label names used in server/ops/metrics.cc."""
     kinds = {}
     for kind, name in re.findall(
             r'Build(Counter|Gauge|Histogram)\(\)\s*\.Name\("([a-z_:][a-z0-9_:]*)"\)',

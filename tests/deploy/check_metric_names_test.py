@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check_metric_names as cmn  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-METRICS_SOURCE = os.path.join(ROOT, "server", "metrics.cc")
+METRICS_SOURCE = os.path.join(ROOT, "server", "ops", "metrics.cc")
 DASHBOARD = os.path.join(ROOT, "deploy", "grafana", "gdn-serve.json")
 
 

@@ -18,7 +18,7 @@
 #include "kernels/decode_runner.h"
 #include "kernels/testing/gdn_test_inputs.h"
 #include "proto/tensor_codec.h"
-#include "tests/server/forward_request_builder.h"
+#include "tests/server/rpc/forward_request_builder.h"
 #include "tests/server/server_harness.h"
 #include "tests/server/test_random.h"
 #include "kernels/testing/error_stats.h"

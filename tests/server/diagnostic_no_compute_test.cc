@@ -11,7 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/testing/gdn_test_inputs.h"
-#include "tests/server/forward_request_builder.h"
+#include "tests/server/rpc/forward_request_builder.h"
 #include "tests/server/server_harness.h"
 #include "tests/server/test_random.h"
 

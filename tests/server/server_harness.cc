@@ -14,7 +14,7 @@
 #include "kernels/testing/error_stats.h"
 #include "kernels/testing/gdn_test_inputs.h"
 #include "proto/tensor_codec.h"
-#include "tests/server/http_get.h"
+#include "tests/server/ops/http_get.h"
 
 namespace gdn::testing {
 

@@ -17,7 +17,7 @@
 #include "gdn/v1/gdn.grpc.pb.h"
 #include "kernels/oracle/gdn_oracle.h"
 #include "server/gdn_server.h"
-#include "server/server_config.h"
+#include "server/ops/server_config.h"
 
 namespace gdn::testing {
 

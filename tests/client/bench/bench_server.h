@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "server/gdn_server.h"
-#include "server/server_config.h"
+#include "server/ops/server_config.h"
 
 namespace gdn::client::bench::testing {
 

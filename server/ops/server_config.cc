@@ -1,0 +1,80 @@
+#include "server/ops/server_config.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "server/ops/byte_size.h"
+
+namespace gdn {
+
+absl::Status ValidateServerConfig(const ServerConfig& c) {
+  if (absl::Status s = ValidateOptions(c.options); !s.ok()) return s;
+  if (c.num_layers < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layers must be >= 1, got ", c.num_layers));
+  }
+  if (c.max_batch_tokens < kMaxDecodeTokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_batch_tokens must be >= ", kMaxDecodeTokens,
+                     ", got ", c.max_batch_tokens));
+  }
+  if (c.max_queue_delay < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("max_queue_delay_us must be >= 0");
+  }
+  if (c.idle_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("idle_timeout_s must be > 0");
+  }
+  // Export pieces are <= max_message_bytes / 2; a piece needs room for data.
+  if (c.max_message_bytes < (1 << 16)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_message_bytes must be >= 65536, got ", c.max_message_bytes));
+  }
+  return absl::OkStatus();
+}
+
+size_t DefaultDeviceBudget(absl::string_view backend_name,
+                           const DeviceMemoryInfo& memory) {
+  if (backend_name == "cuda" && memory.total_bytes > memory.used_bytes) {
+    return (memory.total_bytes - memory.used_bytes) / 10 * 6;
+  }
+  return size_t{2} << 30;
+}
+
+size_t DefaultHostBudget() { return size_t{4} << 30; }
+
+std::string DescribeServerConfig(const ServerConfig& c) {
+  auto budget = [](size_t bytes) {
+    return bytes == 0 ? std::string("default") : FormatByteSize(bytes);
+  };
+  std::string out;
+  absl::StrAppend(&out, "  listen = ", c.listen, "\n");
+  absl::StrAppend(&out, "  metrics_listen = ", c.metrics_listen, "\n");
+  absl::StrAppend(&out, "  backend = ",
+                  c.backend.kind == BackendKind::kCpu    ? "cpu"
+                  : c.backend.kind == BackendKind::kCuda ? "cuda"
+                                                         : "auto",
+                  "\n");
+  absl::StrAppend(&out, "  cpu_threads = ", c.backend.cpu_threads, "\n");
+  absl::StrAppend(&out, "  layers = ", c.num_layers, "\n");
+  absl::StrAppend(&out, "  layer = ", DescribeOptions(c.options), "\n");
+  absl::StrAppend(&out, "  device_state_budget = ",
+                  budget(c.device_state_budget_bytes), "\n");
+  absl::StrAppend(&out, "  host_state_budget = ",
+                  budget(c.host_state_budget_bytes), "\n");
+  absl::StrAppend(&out, "  evict_lru_when_full = ",
+                  c.evict_lru_when_full ? "true" : "false", "\n");
+  absl::StrAppend(&out, "  idle_timeout = ", absl::FormatDuration(c.idle_timeout),
+                  "\n");
+  absl::StrAppend(&out, "  max_batch_tokens = ", c.max_batch_tokens, "\n");
+  absl::StrAppend(&out, "  max_queue_delay = ",
+                  absl::FormatDuration(c.max_queue_delay), "\n");
+  absl::StrAppend(&out, "  decode_graphs = ", c.decode_graphs ? "true" : "false",
+                  "\n");
+  absl::StrAppend(&out, "  max_message_bytes = ", c.max_message_bytes, "\n");
+  absl::StrAppend(&out, "  drain_timeout = ",
+                  absl::FormatDuration(c.drain_timeout), "\n");
+  absl::StrAppend(&out, "  snapshot_dir = ",
+                  c.snapshot_dir.empty() ? "(off)" : c.snapshot_dir, "\n");
+  return out;
+}
+
+}  // namespace gdn

@@ -1,0 +1,73 @@
+// Everything gdn-server is configured with, as plain values (no flags here):
+// main.cc fills it from the command line (server_flags.h), tests fill it
+// directly. Read-only after start; safe to share between threads.
+#ifndef GDN_SERVER_OPS_SERVER_CONFIG_H_
+#define GDN_SERVER_OPS_SERVER_CONFIG_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "kernels/backend.h"
+#include "kernels/gdn_types.h"
+
+namespace gdn {
+
+struct ServerConfig {
+  std::string listen = "127.0.0.1:50051";          // gRPC, port 0 = pick one
+  std::string metrics_listen = "127.0.0.1:9464";   // Prometheus, port 0 = pick
+  BackendConfig backend;
+
+  int num_layers = 36;
+  GdnOptions options;  // shape, activation / state dtype, gating, l2 norm, scale
+
+  // State cache budgets; 0 = the backend's default (DefaultBudgets).
+  size_t device_state_budget_bytes = 0;
+  size_t host_state_budget_bytes = 0;
+  bool evict_lru_when_full = false;
+  absl::Duration idle_timeout = absl::Seconds(600);
+
+  // Batching: tokens per prefill kernel call, and how long the engine waits to
+  // fill a batch that is not full.
+  int64_t max_batch_tokens = 8192;
+  absl::Duration max_queue_delay = absl::Microseconds(200);
+  // cuda backend: decode batches padded to a bucket of sequences (powers of
+  // two up to max_batch_tokens) and replayed as per-bucket CUDA graphs
+  // (kernels/decode_runner.h). No effect on the cpu backend.
+  bool decode_graphs = true;
+
+  int64_t max_message_bytes = 64 << 20;
+
+  // DIAGNOSTIC ONLY (gdn-bench's transport ceiling): Forward calls are
+  // validated, admitted in position order, batched and answered, but no
+  // kernel runs and no state page is written; o comes back as zeros of the
+  // right shape and positions advance as if the call had been applied (so a
+  // client's position sequence stays valid). State contents are meaningless.
+  // Loud in the start-up log and in GetServerInfo's device string.
+  bool diagnostic_no_compute = false;
+  // How long a drain (SIGTERM) waits for in-flight calls before cancelling.
+  absl::Duration drain_timeout = absl::Seconds(10);
+  // Session hand-off directory (server/sessions/session_snapshot_dir.h); empty = off.
+  // Set: a drain writes every session to DIR/<escaped id>.gdnsnap before the
+  // listener stops, and a call naming a session this server does not hold
+  // restores it from there first. Shared by the servers of one deployment.
+  std::string snapshot_dir;
+};
+
+// InvalidArgument naming the first bad field (options via ValidateOptions).
+absl::Status ValidateServerConfig(const ServerConfig& config);
+
+// Default budgets when the flags leave them at 0: cpu 2 GiB device tier;
+// cuda 60% of the device's free memory; host tier 4 GiB.
+size_t DefaultDeviceBudget(absl::string_view backend_name,
+                           const DeviceMemoryInfo& memory);
+size_t DefaultHostBudget();
+
+// Multi-line "key = value" listing, logged at start.
+std::string DescribeServerConfig(const ServerConfig& config);
+
+}  // namespace gdn
+
+#endif  // GDN_SERVER_OPS_SERVER_CONFIG_H_

@@ -1,0 +1,113 @@
+#include "server/ops/server_flags.h"
+
+#include <cstdint>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "server/ops/byte_size.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+          "gRPC address HOST:PORT (port 0 picks a free port)");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
+          "Prometheus /metrics address HOST:PORT (port 0 picks a free port)");
+ABSL_FLAG(std::string, backend, "auto",
+          "kernel backend: auto (cuda when built and a device exists), cpu, cuda");
+ABSL_FLAG(int32_t, layers, 36, "GDN layers per session");
+ABSL_FLAG(int32_t, qk_heads, 16, "query/key heads Hqk");
+ABSL_FLAG(int32_t, v_heads, 32, "value heads Hv (a multiple of qk_heads)");
+ABSL_FLAG(int32_t, head_dim_k, 128, "key head dimension K (64 or 128)");
+ABSL_FLAG(int32_t, head_dim_v, 128, "value head dimension V (64 or 128)");
+ABSL_FLAG(std::string, activation_dtype, "bf16",
+          "dtype of q, k, v and o on the wire: fp32, bf16, fp16");
+ABSL_FLAG(std::string, state_dtype, "fp32", "state storage dtype: fp32, bf16");
+ABSL_FLAG(std::string, gating, "direct",
+          "gating inputs: direct (g, beta) or fused (a, b, A_log, dt_bias)");
+ABSL_FLAG(bool, l2_norm_qk, true, "L2-normalise q and k inside the operator");
+ABSL_FLAG(float, scale, 0.0f, "query scale (0 = K^-1/2)");
+ABSL_FLAG(gdn::ByteSize, device_state_budget, gdn::ByteSize{},
+          "bytes of device state pages, e.g. 2GiB or 512MiB (0 = default: "
+          "cpu 2GiB, cuda 60% of free device memory)");
+ABSL_FLAG(gdn::ByteSize, host_state_budget, gdn::ByteSize{},
+          "bytes of the pinned host tier that takes spilled pages (0 = "
+          "default 4GiB)");
+ABSL_FLAG(bool, evict_lru_when_full, false,
+          "when both tiers are full, drop least-recently-used idle sessions "
+          "instead of failing with RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, idle_timeout_s, 600,
+          "close sessions idle for this many seconds");
+ABSL_FLAG(int64_t, max_batch_tokens, 8192,
+          "prefill tokens per kernel call (long prefills are chunked)");
+ABSL_FLAG(int64_t, max_queue_delay_us, 200,
+          "how long the engine waits to fill a batch that is not full");
+ABSL_FLAG(bool, decode_graphs, true,
+          "cuda backend: run decode batches as CUDA graphs per batch-size "
+          "bucket (padded to a power of two); false = one launch per batch");
+ABSL_FLAG(int64_t, max_message_bytes, 64 << 20,
+          "largest gRPC message received or sent");
+ABSL_FLAG(int32_t, cpu_threads, 0, "cpu backend threads (0 = one per core)");
+ABSL_FLAG(int64_t, drain_timeout_s, 10,
+          "on SIGTERM / SIGINT, how long in-flight calls may take to finish");
+ABSL_FLAG(std::string, snapshot_dir, "",
+          "session hand-off directory shared by the servers of a deployment "
+          "(empty = off): on SIGTERM every session is written there as "
+          "<escaped id>.gdnsnap before the listener stops; a call naming a "
+          "session this server does not hold restores it from there");
+
+ABSL_FLAG(bool, diagnostic_no_compute, false,
+          "DIAGNOSTIC ONLY: answer Forward calls without running kernels or "
+          "writing states (o = zeros, positions advance); measures the "
+          "transport ceiling with gdn-bench. Never for real traffic");
+
+namespace gdn {
+
+absl::StatusOr<ServerConfig> ServerConfigFromFlags() {
+  ServerConfig c;
+  c.listen = absl::GetFlag(FLAGS_listen);
+  c.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  if (!ParseBackendKind(absl::GetFlag(FLAGS_backend), &c.backend.kind)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--backend must be auto, cpu or cuda, got '",
+        absl::GetFlag(FLAGS_backend), "'"));
+  }
+  c.backend.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
+  c.num_layers = absl::GetFlag(FLAGS_layers);
+  c.options.shape.num_qk_heads = absl::GetFlag(FLAGS_qk_heads);
+  c.options.shape.num_v_heads = absl::GetFlag(FLAGS_v_heads);
+  c.options.shape.head_dim_k = absl::GetFlag(FLAGS_head_dim_k);
+  c.options.shape.head_dim_v = absl::GetFlag(FLAGS_head_dim_v);
+  if (!ParseDType(absl::GetFlag(FLAGS_activation_dtype),
+                  &c.options.input_dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--activation_dtype must be fp32, bf16 or fp16, got '",
+        absl::GetFlag(FLAGS_activation_dtype), "'"));
+  }
+  if (!ParseStateDType(absl::GetFlag(FLAGS_state_dtype),
+                       &c.options.state_dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--state_dtype must be fp32 or bf16, got '",
+                     absl::GetFlag(FLAGS_state_dtype), "'"));
+  }
+  if (!ParseGatingMode(absl::GetFlag(FLAGS_gating), &c.options.gating)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gating must be direct or fused, got '",
+                     absl::GetFlag(FLAGS_gating), "'"));
+  }
+  c.options.l2_norm_qk = absl::GetFlag(FLAGS_l2_norm_qk);
+  c.options.scale = absl::GetFlag(FLAGS_scale);
+  c.device_state_budget_bytes = absl::GetFlag(FLAGS_device_state_budget).bytes;
+  c.host_state_budget_bytes = absl::GetFlag(FLAGS_host_state_budget).bytes;
+  c.evict_lru_when_full = absl::GetFlag(FLAGS_evict_lru_when_full);
+  c.idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_idle_timeout_s));
+  c.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
+  c.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
+  c.decode_graphs = absl::GetFlag(FLAGS_decode_graphs);
+  c.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  c.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
+  c.diagnostic_no_compute = absl::GetFlag(FLAGS_diagnostic_no_compute);
+  c.snapshot_dir = absl::GetFlag(FLAGS_snapshot_dir);
+  if (absl::Status s = ValidateServerConfig(c); !s.ok()) return s;
+  return c;
+}
+
+}  // namespace gdn

@@ -1,0 +1,67 @@
+// What every RPC handler and reactor of the service shares: the engine, the
+// metrics and the fixed configuration. Read-only after start; the pointers
+// outlive the gRPC server.
+#ifndef GDN_SERVER_RPC_SERVICE_CONTEXT_H_
+#define GDN_SERVER_RPC_SERVICE_CONTEXT_H_
+
+#include <grpcpp/server_context.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "gdn/v1/gdn.pb.h"
+#include "server/sessions/drain_gate.h"
+#include "server/engine/engine.h"
+#include "server/ops/metrics.h"
+#include "server/ops/server_config.h"
+#include "server/sessions/session_snapshot_dir.h"
+
+namespace gdn {
+
+struct ServiceContext {
+  Engine* engine = nullptr;
+  ServerMetrics* metrics = nullptr;  // may be null
+  ServerConfig config;
+  gdn::v1::LayerConfig layer_config;
+  std::string version;
+  // Both set only with --snapshot_dir (server/sessions/session_snapshot_dir.h).
+  DrainGate* drain_gate = nullptr;
+  SessionSnapshotDir* snapshot_dir = nullptr;
+
+  // Every call that names or creates a session: EnterCall() before handing
+  // work to the engine (UNAVAILABLE "draining" once a drain began: the call
+  // was not applied), LeaveCall() once that work is done.
+  absl::Status EnterCall() const {
+    return drain_gate != nullptr ? drain_gate->Enter() : absl::OkStatus();
+  }
+  void LeaveCall() const {
+    if (drain_gate != nullptr) drain_gate->Leave();
+  }
+  // Engine thread, in session commands: brings `id` back from the snapshot
+  // directory when this server does not hold it. OK also when there is
+  // nothing to restore (the command's own NOT_FOUND follows).
+  absl::Status RestoreIfAbsent(StateCache& cache, const std::string& id) const {
+    if (snapshot_dir == nullptr || id.empty()) return absl::OkStatus();
+    absl::Status s = snapshot_dir->RestoreIfAbsent(cache, id);
+    return absl::IsNotFound(s) ? absl::OkStatus() : s;
+  }
+  // Any thread: AlreadyExists when a snapshot file still holds `id`.
+  absl::Status CheckIdFree(const std::string& id) const {
+    if (snapshot_dir == nullptr || id.empty()) return absl::OkStatus();
+    return snapshot_dir->CheckIdFree(id);
+  }
+
+  void RecordRequest(absl::string_view method, const absl::Status& status,
+                     absl::Time start) const {
+    if (metrics != nullptr) {
+      metrics->RecordRequest(method, status.code(), absl::Now() - start);
+    }
+  }
+};
+
+// The call's deadline as absl::Time (InfiniteFuture when none).
+absl::Time DeadlineOf(const grpc::CallbackServerContext* context);
+
+}  // namespace gdn
+
+#endif  // GDN_SERVER_RPC_SERVICE_CONTEXT_H_

@@ -1,0 +1,41 @@
+// Session commands over the StateCache, run on the engine thread (through
+// Engine::RunSessionCommand), translated to and from gdn.v1 messages.
+#ifndef GDN_SERVER_SESSIONS_SESSION_OPS_H_
+#define GDN_SERVER_SESSIONS_SESSION_OPS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "gdn/v1/gdn.pb.h"
+#include "server/sessions/session_transfer.h"
+#include "state_cache/state_cache.h"
+
+namespace gdn {
+
+// InvalidArgument for ids the server does not take (too long, control
+// characters). Empty ids are handled by the callers (server-generated).
+absl::Status ValidateSessionId(absl::string_view id, absl::string_view field);
+
+// A fresh id ("s-" + 32 hex digits) no session of `cache` has.
+std::string GenerateSessionId(const StateCache& cache);
+
+// `requested_id` empty: the server picks one. AlreadyExists when taken.
+absl::StatusOr<std::string> CreateSessionOp(StateCache& cache,
+                                            const std::string& requested_id);
+absl::StatusOr<std::string> ForkSessionOp(StateCache& cache,
+                                          const std::string& parent,
+                                          const std::string& child);
+absl::StatusOr<gdn::v1::DescribeSessionResponse> DescribeSessionOp(
+    const StateCache& cache, const std::string& id, absl::Time now);
+// Every layer's state as host bytes (zero states empty).
+absl::StatusOr<SessionStates> ExportSessionOp(StateCache& cache,
+                                              const std::string& id);
+// Creates `states.session_id` and imports every layer, all or nothing: on
+// any failure the new session is closed again. AlreadyExists when taken.
+absl::Status ImportSessionOp(StateCache& cache, const SessionStates& states);
+
+}  // namespace gdn
+
+#endif  // GDN_SERVER_SESSIONS_SESSION_OPS_H_
