@@ -1,5 +1,4 @@
-// Tests of proto/tensor_codec.h (gdn_wire). It lives under tests/server
-// because tests/ has no proto/ folder and the server is its main user.
+// Tests of proto/tensor_codec.h (gdn_wire).
 #include "proto/tensor_codec.h"
 
 #include <cmath>

@@ -1,0 +1,409 @@
+#include "proto/forward_wire.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/wire_format_lite.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace gdn::wire {
+namespace {
+
+using google::protobuf::io::CodedInputStream;
+using google::protobuf::io::CodedOutputStream;
+using google::protobuf::internal::WireFormatLite;
+
+constexpr WireFormatLite::WireType kVarint = WireFormatLite::WIRETYPE_VARINT;
+constexpr WireFormatLite::WireType kLength = WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+
+// A protobuf input stream over the message's slices, in order.
+class SliceInputStream final : public google::protobuf::io::ZeroCopyInputStream {
+ public:
+  explicit SliceInputStream(const WireMessage& message) : message_(message) {}
+
+  bool Next(const void** data, int* size) override {
+    if (backed_up_ > 0) {  // hand back the tail that BackUp returned
+      const grpc::Slice& s = message_.slice(next_ - 1);
+      *data = s.begin() + (s.size() - backed_up_);
+      *size = static_cast<int>(backed_up_);
+      position_ += backed_up_;
+      backed_up_ = 0;
+      return true;
+    }
+    while (next_ < message_.num_slices()) {
+      const grpc::Slice& s = message_.slice(next_++);
+      if (s.size() == 0) continue;
+      *data = s.begin();
+      *size = static_cast<int>(s.size());
+      position_ += s.size();
+      return true;
+    }
+    return false;
+  }
+  void BackUp(int count) override {
+    backed_up_ = static_cast<size_t>(count);
+    position_ -= backed_up_;
+  }
+  bool Skip(int count) override {
+    const void* data;
+    int size;
+    while (count > 0) {
+      if (!Next(&data, &size)) return false;
+      if (size > count) {
+        BackUp(size - count);
+        return true;
+      }
+      count -= size;
+    }
+    return true;
+  }
+  int64_t ByteCount() const override { return static_cast<int64_t>(position_); }
+
+ private:
+  const WireMessage& message_;
+  size_t next_ = 0;        // next slice to hand out
+  size_t backed_up_ = 0;   // bytes at the end of slice next_ - 1 given back
+  size_t position_ = 0;
+};
+
+absl::Status NotA(absl::string_view what, absl::string_view detail) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("request is not a gdn.v1.", what, ": ", detail));
+}
+
+bool ExpectWireType(uint32_t tag, WireFormatLite::WireType type) {
+  return WireFormatLite::GetTagWireType(tag) == type;
+}
+
+// Reads a Tensor submessage of `length` bytes; the data payload is skipped
+// and recorded as a span at the stream's current position.
+absl::Status ReadTensor(CodedInputStream& in, absl::string_view message,
+                        absl::string_view name, TensorField* t) {
+  if (t->present) return NotA(message, absl::StrCat(name, " appears twice"));
+  t->present = true;
+  uint32_t length = 0;
+  if (!in.ReadVarint32(&length)) return NotA(message, absl::StrCat(name, ": truncated"));
+  const CodedInputStream::Limit limit = in.PushLimit(static_cast<int>(length));
+  while (const uint32_t tag = in.ReadTag()) {
+    switch (WireFormatLite::GetTagFieldNumber(tag)) {
+      case 1: {  // dtype
+        uint32_t dtype = 0;
+        if (!ExpectWireType(tag, kVarint) || !in.ReadVarint32(&dtype)) {
+          return NotA(message, absl::StrCat(name, ".dtype: malformed"));
+        }
+        t->dtype = static_cast<gdn::v1::DType>(dtype);
+        break;
+      }
+      case 2: {  // shape: packed, or one element per tag
+        uint64_t dim = 0;
+        if (ExpectWireType(tag, kVarint)) {
+          if (!in.ReadVarint64(&dim)) return NotA(message, absl::StrCat(name, ".shape: malformed"));
+          t->shape.push_back(static_cast<int64_t>(dim));
+          break;
+        }
+        uint32_t packed = 0;
+        if (!ExpectWireType(tag, kLength) || !in.ReadVarint32(&packed)) {
+          return NotA(message, absl::StrCat(name, ".shape: malformed"));
+        }
+        const CodedInputStream::Limit dims = in.PushLimit(static_cast<int>(packed));
+        while (in.BytesUntilLimit() > 0) {
+          if (!in.ReadVarint64(&dim)) return NotA(message, absl::StrCat(name, ".shape: malformed"));
+          t->shape.push_back(static_cast<int64_t>(dim));
+        }
+        in.PopLimit(dims);
+        break;
+      }
+      case 3: {  // data: recorded, not read
+        uint32_t size = 0;
+        if (!ExpectWireType(tag, kLength) || !in.ReadVarint32(&size)) {
+          return NotA(message, absl::StrCat(name, ".data: malformed"));
+        }
+        t->data.offset = static_cast<size_t>(in.CurrentPosition());
+        t->data.size = size;
+        if (!in.Skip(static_cast<int>(size))) {
+          return NotA(message, absl::StrCat(name, ".data: truncated"));
+        }
+        break;
+      }
+      default:
+        if (!WireFormatLite::SkipField(&in, tag)) {
+          return NotA(message, absl::StrCat(name, ": malformed field"));
+        }
+    }
+  }
+  if (!in.ConsumedEntireMessage()) return NotA(message, absl::StrCat(name, ": malformed"));
+  in.PopLimit(limit);
+  return absl::OkStatus();
+}
+
+absl::Status ReadSequence(CodedInputStream& in, std::vector<SequenceField>* out) {
+  uint32_t length = 0;
+  gdn::v1::SequenceSpec spec;
+  if (!in.ReadVarint32(&length)) return NotA("ForwardRequest", "sequences: truncated");
+  const CodedInputStream::Limit limit = in.PushLimit(static_cast<int>(length));
+  if (!spec.MergeFromCodedStream(&in) || !in.ConsumedEntireMessage()) {
+    return NotA("ForwardRequest", absl::StrCat("sequences[", out->size(), "]: malformed"));
+  }
+  in.PopLimit(limit);
+  SequenceField field;
+  field.session_id = std::move(*spec.mutable_session_id());
+  field.position = spec.position();
+  field.num_tokens = spec.num_tokens();
+  out->push_back(std::move(field));
+  return absl::OkStatus();
+}
+
+// Appends header bytes and payload slices in order.
+class SliceWriter {
+ public:
+  // Header bytes go through a CodedOutputStream over `pending_`.
+  template <typename Fn>
+  void Header(Fn&& write) {
+    google::protobuf::io::StringOutputStream stream(&pending_);
+    CodedOutputStream out(&stream);
+    write(out);
+  }
+  void Payload(const BytesRef& ref) {
+    if (ref.size == 0) return;
+    Flush();
+    slices_.push_back(SliceOf(ref));
+  }
+  grpc::ByteBuffer Finish() {
+    Flush();
+    return grpc::ByteBuffer(slices_.data(), slices_.size());
+  }
+
+ private:
+  void Flush() {
+    if (pending_.empty()) return;
+    slices_.emplace_back(pending_);  // a copy of a few header bytes
+    pending_.clear();
+  }
+  std::string pending_;
+  std::vector<grpc::Slice> slices_;
+};
+
+size_t DataSize(const TensorParts& t) {
+  size_t n = 0;
+  for (const BytesRef& r : t.data) n += r.size;
+  return n;
+}
+
+size_t PackedShapeSize(const TensorParts& t) {
+  size_t n = 0;
+  for (int64_t d : t.shape) n += CodedOutputStream::VarintSize64(static_cast<uint64_t>(d));
+  return n;
+}
+
+// Bytes of the Tensor message (without its own tag and length).
+size_t TensorSize(const TensorParts& t) {
+  size_t n = 0;
+  if (t.dtype != gdn::v1::DTYPE_UNSPECIFIED) n += 1 + WireFormatLite::EnumSize(t.dtype);
+  if (!t.shape.empty()) {
+    const size_t packed = PackedShapeSize(t);
+    n += 1 + CodedOutputStream::VarintSize32(static_cast<uint32_t>(packed)) + packed;
+  }
+  const size_t data = DataSize(t);
+  if (data > 0) n += 1 + CodedOutputStream::VarintSize64(data) + data;
+  return n;
+}
+
+void WriteTensor(int field, const TensorParts& t, SliceWriter& writer) {
+  if (!t.present()) return;
+  writer.Header([&](CodedOutputStream& out) {
+    WireFormatLite::WriteTag(field, kLength, &out);
+    out.WriteVarint64(TensorSize(t));
+    if (t.dtype != gdn::v1::DTYPE_UNSPECIFIED) WireFormatLite::WriteEnum(1, t.dtype, &out);
+    if (!t.shape.empty()) {
+      WireFormatLite::WriteTag(2, kLength, &out);
+      out.WriteVarint32(static_cast<uint32_t>(PackedShapeSize(t)));
+      for (int64_t d : t.shape) out.WriteVarint64(static_cast<uint64_t>(d));
+    }
+    const size_t data = DataSize(t);
+    if (data > 0) {
+      WireFormatLite::WriteTag(3, kLength, &out);
+      out.WriteVarint64(data);
+    }
+  });
+  for (const BytesRef& r : t.data) writer.Payload(r);
+}
+
+void WritePackedInt64(int field, const std::vector<int64_t>& values, CodedOutputStream& out) {
+  if (values.empty()) return;
+  size_t packed = 0;
+  for (int64_t v : values) packed += CodedOutputStream::VarintSize64(static_cast<uint64_t>(v));
+  WireFormatLite::WriteTag(field, kLength, &out);
+  out.WriteVarint32(static_cast<uint32_t>(packed));
+  for (int64_t v : values) out.WriteVarint64(static_cast<uint64_t>(v));
+}
+
+}  // namespace
+
+absl::StatusOr<WireMessage> WireMessage::FromByteBuffer(const grpc::ByteBuffer& buffer) {
+  WireMessage m;
+  if (!buffer.Valid()) return m;  // an empty message
+  if (!buffer.Dump(&m.slices_).ok()) {
+    return absl::InvalidArgumentError("request bytes could not be read");
+  }
+  size_t end = 0;
+  for (const grpc::Slice& s : m.slices_) m.ends_.push_back(end += s.size());
+  return m;
+}
+
+WireMessage WireMessage::FromString(std::string bytes) {
+  WireMessage m;
+  const size_t n = bytes.size();
+  m.slices_.emplace_back(bytes);
+  m.ends_.push_back(n);
+  return m;
+}
+
+size_t WireMessage::SliceAt(size_t offset) const {
+  return static_cast<size_t>(std::upper_bound(ends_.begin(), ends_.end(), offset) -
+                             ends_.begin());
+}
+
+void WireMessage::CopyTo(WireSpan span, void* dst) const {
+  char* out = static_cast<char*>(dst);
+  ForEachPiece(span, [&out](const char* piece, size_t n) {
+    std::memcpy(out, piece, n);
+    out += n;
+  });
+}
+
+absl::StatusOr<ForwardRequestFields> ScanForwardRequest(const WireMessage& message) {
+  if (message.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return NotA("ForwardRequest", "larger than 2 GiB");
+  }
+  SliceInputStream stream(message);
+  CodedInputStream in(&stream);
+  in.SetTotalBytesLimit(std::numeric_limits<int>::max());
+  ForwardRequestFields f;
+  TensorField* tensors[] = {&f.q, &f.k, &f.v, &f.g, &f.beta, &f.a, &f.b, &f.a_log, &f.dt_bias};
+  static constexpr const char* kNames[] = {"q", "k", "v", "g", "beta", "a", "b", "a_log", "dt_bias"};
+  while (const uint32_t tag = in.ReadTag()) {
+    const int field = WireFormatLite::GetTagFieldNumber(tag);
+    if (field == 1 || field == 12) {  // layer, request_id
+      uint64_t value = 0;
+      if (!ExpectWireType(tag, kVarint) || !in.ReadVarint64(&value)) {
+        return NotA("ForwardRequest", field == 1 ? "layer: malformed" : "request_id: malformed");
+      }
+      if (field == 1) f.layer = static_cast<int32_t>(value);
+      else f.request_id = value;
+    } else if (field == 2) {
+      if (!ExpectWireType(tag, kLength)) return NotA("ForwardRequest", "sequences: malformed");
+      if (absl::Status s = ReadSequence(in, &f.sequences); !s.ok()) return s;
+    } else if (field >= 3 && field <= 11) {
+      if (!ExpectWireType(tag, kLength)) {
+        return NotA("ForwardRequest", absl::StrCat(kNames[field - 3], ": malformed"));
+      }
+      if (absl::Status s = ReadTensor(in, "ForwardRequest", kNames[field - 3], tensors[field - 3]);
+          !s.ok()) {
+        return s;
+      }
+    } else if (!WireFormatLite::SkipField(&in, tag)) {
+      return NotA("ForwardRequest", absl::StrCat("field ", field, ": malformed"));
+    }
+  }
+  if (!in.ConsumedEntireMessage()) return NotA("ForwardRequest", "malformed or truncated");
+  return f;
+}
+
+absl::StatusOr<ForwardResponseFields> ScanForwardResponse(const WireMessage& message) {
+  SliceInputStream stream(message);
+  CodedInputStream in(&stream);
+  in.SetTotalBytesLimit(std::numeric_limits<int>::max());
+  ForwardResponseFields f;
+  while (const uint32_t tag = in.ReadTag()) {
+    const int field = WireFormatLite::GetTagFieldNumber(tag);
+    bool ok = true;
+    if (field == 1 && ExpectWireType(tag, kLength)) {
+      if (absl::Status s = ReadTensor(in, "ForwardResponse", "o", &f.o); !s.ok()) return s;
+    } else if (field == 2 && ExpectWireType(tag, kLength)) {
+      uint32_t packed = 0;
+      ok = in.ReadVarint32(&packed);
+      const CodedInputStream::Limit limit = in.PushLimit(static_cast<int>(packed));
+      uint64_t v = 0;
+      while (ok && in.BytesUntilLimit() > 0) {
+        ok = in.ReadVarint64(&v);
+        f.positions.push_back(static_cast<int64_t>(v));
+      }
+      in.PopLimit(limit);
+    } else if (field == 2 && ExpectWireType(tag, kVarint)) {
+      uint64_t v = 0;
+      ok = in.ReadVarint64(&v);
+      f.positions.push_back(static_cast<int64_t>(v));
+    } else if ((field == 3 || field == 4) && ExpectWireType(tag, kVarint)) {
+      uint64_t v = 0;
+      ok = in.ReadVarint64(&v);
+      if (field == 3) f.request_id = v;
+      else f.error_code = static_cast<int32_t>(v);
+    } else if (field == 5 && ExpectWireType(tag, kLength)) {
+      ok = WireFormatLite::ReadString(&in, &f.error_message);
+    } else {
+      ok = WireFormatLite::SkipField(&in, tag);
+    }
+    if (!ok) return NotA("ForwardResponse", absl::StrCat("field ", field, ": malformed"));
+  }
+  if (!in.ConsumedEntireMessage()) return NotA("ForwardResponse", "malformed or truncated");
+  return f;
+}
+
+bool TensorParts::present() const {
+  return dtype != gdn::v1::DTYPE_UNSPECIFIED || !shape.empty() || DataSize(*this) > 0;
+}
+
+grpc::Slice SliceOf(const BytesRef& ref) {
+  void* data = const_cast<void*>(ref.data);
+  if (ref.owner == nullptr) return grpc::Slice(data, ref.size, grpc::Slice::STATIC_SLICE);
+  // gRPC calls the destroy function once the slice's last reference goes.
+  auto* owner = new std::shared_ptr<const void>(ref.owner);
+  return grpc::Slice(
+      data, ref.size,
+      [](void* held) { delete static_cast<std::shared_ptr<const void>*>(held); }, owner);
+}
+
+grpc::ByteBuffer EncodeForwardRequest(const ForwardRequestParts& parts) {
+  SliceWriter writer;
+  writer.Header([&](CodedOutputStream& out) {
+    if (parts.layer != 0) WireFormatLite::WriteInt32(1, parts.layer, &out);
+    for (const SequenceField& s : parts.sequences) {
+      size_t size = 0;
+      if (!s.session_id.empty()) size += 1 + WireFormatLite::StringSize(s.session_id);
+      if (s.position != 0) size += 1 + WireFormatLite::Int64Size(s.position);
+      if (s.num_tokens != 0) size += 1 + WireFormatLite::Int32Size(s.num_tokens);
+      WireFormatLite::WriteTag(2, kLength, &out);
+      out.WriteVarint32(static_cast<uint32_t>(size));
+      if (!s.session_id.empty()) WireFormatLite::WriteString(1, s.session_id, &out);
+      if (s.position != 0) WireFormatLite::WriteInt64(2, s.position, &out);
+      if (s.num_tokens != 0) WireFormatLite::WriteInt32(3, s.num_tokens, &out);
+    }
+  });
+  const TensorParts* tensors[] = {&parts.q,    &parts.k, &parts.v, &parts.g,     &parts.beta,
+                                  &parts.a,    &parts.b, &parts.a_log, &parts.dt_bias};
+  for (int i = 0; i < 9; ++i) WriteTensor(3 + i, *tensors[i], writer);
+  writer.Header([&](CodedOutputStream& out) {
+    if (parts.request_id != 0) WireFormatLite::WriteUInt64(12, parts.request_id, &out);
+  });
+  return writer.Finish();
+}
+
+grpc::ByteBuffer EncodeForwardResponse(const ForwardResponseParts& parts) {
+  SliceWriter writer;
+  WriteTensor(1, parts.o, writer);
+  writer.Header([&](CodedOutputStream& out) {
+    WritePackedInt64(2, parts.positions, out);
+    if (parts.request_id != 0) WireFormatLite::WriteUInt64(3, parts.request_id, &out);
+    if (parts.error_code != 0) WireFormatLite::WriteInt32(4, parts.error_code, &out);
+    if (!parts.error_message.empty()) WireFormatLite::WriteString(5, parts.error_message, &out);
+  });
+  return writer.Finish();
+}
+
+}  // namespace gdn::wire

@@ -1,0 +1,335 @@
+// Tests of proto/forward_wire.h against protobuf's own serializer and parser:
+// random messages, split into random slices, scanned field for field; encoded
+// messages byte-equal to SerializeAsString; any field order, unpacked shapes,
+// unknown fields; duplicates and truncations refused, never a crash.
+#include "proto/forward_wire.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/server/test_random.h"
+
+namespace gdn::wire {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string RandomBytes(size_t n, std::mt19937_64& rng) {
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+void FillTensor(gdn::v1::Tensor* t, std::mt19937_64& rng) {
+  t->set_dtype(static_cast<gdn::v1::DType>(1 + rng() % 3));
+  const int dims = 1 + static_cast<int>(rng() % 3);
+  int64_t elems = 1;
+  for (int d = 0; d < dims; ++d) {
+    const int64_t n = 1 + static_cast<int64_t>(rng() % (d == 0 ? 300 : 40));
+    t->add_shape(n);
+    elems *= n;
+  }
+  t->set_data(RandomBytes(static_cast<size_t>(elems) * 2, rng));
+}
+
+gdn::v1::ForwardRequest RandomRequest(std::mt19937_64& rng) {
+  gdn::v1::ForwardRequest r;
+  r.set_layer(static_cast<int32_t>(rng() % 64));
+  const int n = 1 + static_cast<int>(rng() % 5);
+  for (int i = 0; i < n; ++i) {
+    gdn::v1::SequenceSpec* s = r.add_sequences();
+    s->set_session_id(absl::StrCat("session-", rng() % 100000, i));
+    s->set_position(static_cast<int64_t>(rng() % 100000));
+    s->set_num_tokens(1 + static_cast<int32_t>(rng() % 64));
+  }
+  for (gdn::v1::Tensor* t : {r.mutable_q(), r.mutable_k(), r.mutable_v(), r.mutable_g(),
+                             r.mutable_beta()}) {
+    FillTensor(t, rng);
+  }
+  if (rng() % 2) FillTensor(r.mutable_a_log(), rng);
+  r.set_request_id(rng());
+  return r;
+}
+
+// `bytes` as a ByteBuffer of `pieces` random-sized slices (some empty).
+grpc::ByteBuffer Sliced(const std::string& bytes, int pieces, std::mt19937_64& rng) {
+  std::vector<size_t> cuts = {0, bytes.size()};
+  for (int i = 1; i < pieces; ++i) cuts.push_back(bytes.empty() ? 0 : rng() % bytes.size());
+  std::sort(cuts.begin(), cuts.end());
+  std::vector<grpc::Slice> slices;
+  for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+    slices.emplace_back(bytes.data() + cuts[i], cuts[i + 1] - cuts[i]);
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+WireMessage Message(const grpc::ByteBuffer& buffer) {
+  absl::StatusOr<WireMessage> m = WireMessage::FromByteBuffer(buffer);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return *m;
+}
+
+std::string Payload(const WireMessage& m, const TensorField& t) {
+  std::string out(t.data.size, '\0');
+  m.CopyTo(t.data, out.data());
+  return out;
+}
+
+void ExpectTensor(const WireMessage& m, const TensorField& got, const gdn::v1::Tensor& want,
+                  bool present) {
+  EXPECT_EQ(got.present, present);
+  EXPECT_EQ(got.dtype, want.dtype());
+  EXPECT_EQ(got.shape, std::vector<int64_t>(want.shape().begin(), want.shape().end()));
+  EXPECT_EQ(Payload(m, got), want.data());
+}
+
+void ExpectFields(const WireMessage& m, const ForwardRequestFields& f,
+                  const gdn::v1::ForwardRequest& r) {
+  EXPECT_EQ(f.layer, r.layer());
+  ASSERT_EQ(f.sequences.size(), static_cast<size_t>(r.sequences_size()));
+  for (int i = 0; i < r.sequences_size(); ++i) {
+    EXPECT_EQ(f.sequences[i].session_id, r.sequences(i).session_id());
+    EXPECT_EQ(f.sequences[i].position, r.sequences(i).position());
+    EXPECT_EQ(f.sequences[i].num_tokens, r.sequences(i).num_tokens());
+  }
+  ExpectTensor(m, f.q, r.q(), r.has_q());
+  ExpectTensor(m, f.k, r.k(), r.has_k());
+  ExpectTensor(m, f.v, r.v(), r.has_v());
+  ExpectTensor(m, f.g, r.g(), r.has_g());
+  ExpectTensor(m, f.beta, r.beta(), r.has_beta());
+  ExpectTensor(m, f.a_log, r.a_log(), r.has_a_log());
+  EXPECT_FALSE(f.a.present);
+  EXPECT_EQ(f.request_id, r.request_id());
+}
+
+TEST(ForwardWireTest, ScanMatchesProtobufOverRandomSlicing) {
+  const uint64_t seed = testing::FreshSeed();
+  SCOPED_TRACE(absl::StrCat("GDN_TEST_SEED=", seed));
+  std::mt19937_64 rng(seed);
+  for (int trial = 0; trial < 40; ++trial) {
+    const gdn::v1::ForwardRequest r = RandomRequest(rng);
+    const std::string bytes = r.SerializeAsString();
+    const WireMessage m = Message(Sliced(bytes, 1 + trial % 9, rng));
+    EXPECT_EQ(m.size(), bytes.size());
+    absl::StatusOr<ForwardRequestFields> f = ScanForwardRequest(m);
+    ASSERT_TRUE(f.ok()) << f.status();
+    ExpectFields(m, *f, r);
+  }
+}
+
+TEST(ForwardWireTest, ForEachPieceVisitsASpanAcrossSlicesInOrder) {
+  std::mt19937_64 rng(7);
+  const std::string bytes = RandomBytes(1000, rng);
+  const WireMessage m = Message(Sliced(bytes, 12, rng));
+  for (size_t offset : {0, 1, 333, 999}) {
+    const WireSpan span{offset, std::min<size_t>(500, 1000 - offset)};
+    std::string seen;
+    m.ForEachPiece(span, [&](const char* p, size_t n) { seen.append(p, n); });
+    EXPECT_EQ(seen, bytes.substr(offset, span.size));
+  }
+}
+
+TEST(ForwardWireTest, AnyFieldOrderUnknownFieldsAndUnpackedShapesScan) {
+  std::mt19937_64 rng(11);
+  const gdn::v1::ForwardRequest r = RandomRequest(rng);
+  // Protobuf merges concatenated messages: tensors first, then the rest.
+  gdn::v1::ForwardRequest tensors = r, rest;
+  tensors.clear_layer();
+  tensors.clear_sequences();
+  tensors.clear_request_id();
+  rest.set_layer(r.layer());
+  *rest.mutable_sequences() = r.sequences();
+  rest.set_request_id(r.request_id());
+  std::string bytes = tensors.SerializeAsString();
+  {  // an unknown varint field, an unknown length field
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream out(&stream);
+    out.WriteTag((99 << 3) | 0);
+    out.WriteVarint64(12345);
+    out.WriteTag((100 << 3) | 2);
+    out.WriteVarint32(3);
+    out.WriteRaw("xyz", 3);
+  }
+  bytes += rest.SerializeAsString();
+  gdn::v1::ForwardRequest parsed;
+  ASSERT_TRUE(parsed.ParseFromString(bytes));  // protobuf agrees it is valid
+  const WireMessage m = Message(Sliced(bytes, 5, rng));
+  absl::StatusOr<ForwardRequestFields> f = ScanForwardRequest(m);
+  ASSERT_TRUE(f.ok()) << f.status();
+  ExpectFields(m, *f, parsed);
+
+  // A Tensor whose shape comes one element per tag (unpacked).
+  std::string unpacked;
+  {
+    google::protobuf::io::StringOutputStream stream(&unpacked);
+    google::protobuf::io::CodedOutputStream out(&stream);
+    std::string tensor;
+    {
+      google::protobuf::io::StringOutputStream ts(&tensor);
+      google::protobuf::io::CodedOutputStream t(&ts);
+      t.WriteTag((1 << 3) | 0);
+      t.WriteVarint32(gdn::v1::DTYPE_BF16);
+      for (int64_t d : {3, 4}) {
+        t.WriteTag((2 << 3) | 0);
+        t.WriteVarint64(d);
+      }
+      t.WriteTag((3 << 3) | 2);
+      t.WriteVarint32(24);
+      t.WriteRaw(std::string(24, 'q').data(), 24);
+    }
+    out.WriteTag((3 << 3) | 2);
+    out.WriteVarint32(static_cast<uint32_t>(tensor.size()));
+    out.WriteRaw(tensor.data(), static_cast<int>(tensor.size()));
+  }
+  const WireMessage u = WireMessage::FromString(unpacked);
+  absl::StatusOr<ForwardRequestFields> uf = ScanForwardRequest(u);
+  ASSERT_TRUE(uf.ok()) << uf.status();
+  EXPECT_EQ(uf->q.shape, (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(Payload(u, uf->q), std::string(24, 'q'));
+}
+
+TEST(ForwardWireTest, ATensorTwiceIsRefused) {
+  std::mt19937_64 rng(3);
+  gdn::v1::ForwardRequest one;
+  FillTensor(one.mutable_v(), rng);
+  const std::string bytes = one.SerializeAsString() + one.SerializeAsString();
+  absl::StatusOr<ForwardRequestFields> f = ScanForwardRequest(WireMessage::FromString(bytes));
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(f.status().message(), HasSubstr("v appears twice"));
+}
+
+TEST(ForwardWireTest, TruncatedAndCorruptedBytesNeverCrashAndSpansStayInside) {
+  const uint64_t seed = testing::FreshSeed();
+  SCOPED_TRACE(absl::StrCat("GDN_TEST_SEED=", seed));
+  std::mt19937_64 rng(seed);
+  gdn::v1::ForwardRequest r = RandomRequest(rng);
+  r.mutable_v()->set_data(std::string(4000, 'V'));  // easy to find below
+  const std::string bytes = r.SerializeAsString();
+  // Cut inside v's data: always an error naming it.
+  const size_t v_end = bytes.find(r.v().data()) + r.v().data().size();
+  absl::StatusOr<ForwardRequestFields> cut =
+      ScanForwardRequest(WireMessage::FromString(bytes.substr(0, v_end - 1)));
+  ASSERT_FALSE(cut.ok());
+  EXPECT_THAT(cut.status().message(), HasSubstr("v.data: truncated"));
+  for (int trial = 0; trial < 500; ++trial) {
+    std::string damaged = bytes.substr(0, rng() % (bytes.size() + 1));
+    for (int flips = static_cast<int>(rng() % 4); flips > 0 && !damaged.empty(); --flips) {
+      damaged[rng() % damaged.size()] = static_cast<char>(rng());
+    }
+    const WireMessage m = Message(Sliced(damaged, 3, rng));
+    absl::StatusOr<ForwardRequestFields> f = ScanForwardRequest(m);
+    if (!f.ok()) {
+      EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
+      continue;
+    }
+    for (const TensorField* t : {&f->q, &f->k, &f->v, &f->g, &f->beta, &f->a, &f->b,
+                                 &f->a_log, &f->dt_bias}) {
+      EXPECT_LE(t->data.offset + t->data.size, m.size());
+    }
+  }
+}
+
+// The same request through EncodeForwardRequest, payloads in several runs.
+ForwardRequestParts PartsOf(const gdn::v1::ForwardRequest& r, std::mt19937_64& rng) {
+  ForwardRequestParts p;
+  p.layer = r.layer();
+  for (const gdn::v1::SequenceSpec& s : r.sequences()) {
+    p.sequences.push_back({s.session_id(), s.position(), s.num_tokens()});
+  }
+  auto tensor = [&rng](const gdn::v1::Tensor& t, bool has) {
+    TensorParts out;
+    if (!has) return out;
+    out.dtype = t.dtype();
+    out.shape.assign(t.shape().begin(), t.shape().end());
+    const std::string& d = t.data();
+    const size_t cut = d.empty() ? 0 : rng() % d.size();
+    out.data.push_back({d.data(), cut, nullptr});
+    out.data.push_back({d.data() + cut, d.size() - cut, nullptr});
+    return out;
+  };
+  p.q = tensor(r.q(), r.has_q());
+  p.k = tensor(r.k(), r.has_k());
+  p.v = tensor(r.v(), r.has_v());
+  p.g = tensor(r.g(), r.has_g());
+  p.beta = tensor(r.beta(), r.has_beta());
+  p.a_log = tensor(r.a_log(), r.has_a_log());
+  p.request_id = r.request_id();
+  return p;
+}
+
+std::string Flatten(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(buffer.Dump(&slices).ok());
+  std::string out;
+  for (const grpc::Slice& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return out;
+}
+
+TEST(ForwardWireTest, EncodedRequestIsByteEqualToProtobufs) {
+  const uint64_t seed = testing::FreshSeed();
+  SCOPED_TRACE(absl::StrCat("GDN_TEST_SEED=", seed));
+  std::mt19937_64 rng(seed);
+  for (int trial = 0; trial < 20; ++trial) {
+    const gdn::v1::ForwardRequest r = RandomRequest(rng);
+    EXPECT_EQ(Flatten(EncodeForwardRequest(PartsOf(r, rng))), r.SerializeAsString());
+  }
+}
+
+TEST(ForwardWireTest, ResponseEncodesLikeProtobufAndScansBack) {
+  std::mt19937_64 rng(5);
+  gdn::v1::ForwardResponse r;
+  FillTensor(r.mutable_o(), rng);
+  for (int64_t p : {0, 17, 100000, -3}) r.add_positions(p);
+  r.set_request_id(42);
+  auto block = std::make_shared<std::string>(r.o().data());
+  bool released = false;
+  {
+    ForwardResponseParts parts;
+    parts.o.dtype = r.o().dtype();
+    parts.o.shape.assign(r.o().shape().begin(), r.o().shape().end());
+    // The payload references `block`, which gRPC keeps alive while needed.
+    std::shared_ptr<const void> owner(block.get(), [block, &released](const void*) {
+      released = true;
+    });
+    parts.o.data.push_back({block->data(), block->size(), owner});
+    parts.positions.assign(r.positions().begin(), r.positions().end());
+    parts.request_id = r.request_id();
+    const grpc::ByteBuffer encoded = EncodeForwardResponse(parts);
+    owner.reset();
+    parts.o.data.clear();
+    EXPECT_FALSE(released);  // the buffer still holds it
+    EXPECT_EQ(Flatten(encoded), r.SerializeAsString());
+    const WireMessage m = Message(encoded);
+    absl::StatusOr<ForwardResponseFields> f = ScanForwardResponse(m);
+    ASSERT_TRUE(f.ok()) << f.status();
+    ExpectTensor(m, f->o, r.o(), true);
+    EXPECT_EQ(f->positions, std::vector<int64_t>(r.positions().begin(), r.positions().end()));
+    EXPECT_EQ(f->request_id, 42u);
+  }
+  EXPECT_TRUE(released);  // gone with the last slice
+
+  gdn::v1::ForwardResponse error;
+  error.set_error_code(9);
+  error.set_error_message("expected position 12");
+  ForwardResponseParts error_parts;
+  error_parts.error_code = 9;
+  error_parts.error_message = "expected position 12";
+  EXPECT_EQ(Flatten(EncodeForwardResponse(error_parts)), error.SerializeAsString());
+  absl::StatusOr<ForwardResponseFields> f =
+      ScanForwardResponse(WireMessage::FromString(error.SerializeAsString()));
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->error_code, 9);
+  EXPECT_EQ(f->error_message, "expected position 12");
+  EXPECT_FALSE(f->o.present);
+}
+
+}  // namespace
+}  // namespace gdn::wire
