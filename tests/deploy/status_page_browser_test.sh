@@ -89,10 +89,13 @@ grep -q 'id="sessions"' "$work/dom.html" || fail "the DOM has no #sessions (chro
 
 python3 "$here/check_status_page_dom.py" "$work/dom.html" "$work/metrics.txt" \
   --sessions=3 --min-spills=1 || fail "the page's figures differ from /metrics"
-# A failing scrape shows the error line: the same page from a plain file
-# server that has no /metrics.
+# A failing scrape shows the error line: the same page and its scripts from
+# a plain file server that has no /metrics.
 mkdir "$work/static"
 curl -sf "http://$metrics/status" >"$work/static/status.html" || fail "GET /status failed"
+while read -r script; do
+  curl -sf "http://$metrics/$script" >"$work/static/$script" || fail "GET /$script failed"
+done < <(sed -n 's/.*<script src="\([^"]*\)".*/\1/p' "$work/static/status.html")
 python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$work/static" \
   >"$work/static.out" 2>&1 &
 static_pid=$!

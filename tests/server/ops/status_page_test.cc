@@ -48,6 +48,12 @@ TEST_F(StatusPageTest, EmbeddedPageIsTheSourceFileByteForByte) {
   const std::string source = ReadSourceFile("server/ops/status_page.html");
   ASSERT_FALSE(source.empty());
   EXPECT_EQ(std::string(StatusPageHtml()), source);
+  for (const StatusPageScriptFile& script : StatusPageScripts()) {
+    const std::string script_source =
+        ReadSourceFile(std::string("server/ops/") + script.name);
+    ASSERT_FALSE(script_source.empty()) << script.name;
+    EXPECT_EQ(std::string(script.bytes()), script_source) << script.name;
+  }
 }
 
 TEST_F(StatusPageTest, RootAndStatusServeThePage) {
@@ -61,10 +67,39 @@ TEST_F(StatusPageTest, RootAndStatusServeThePage) {
   const std::string html(StatusPageHtml());
   for (const char* id : {"sessions", "calls-per-second", "tokens-per-second",
                          "device-memory-used", "spills", "restores",
-                         "scrape-error", "requests", "batching", "cache"}) {
+                         "scrape-error", "requests", "batching", "cache",
+                         "scrape-interval", "chart-calls", "chart-tokens",
+                         "chart-latency", "chart-queue", "chart-batches",
+                         "chart-cache"}) {
     EXPECT_THAT(html, HasSubstr(std::string("id=\"") + id + "\"")) << id;
   }
   EXPECT_EQ(HttpRequest(endpoint_->port(), "GET", "/status.html").status, 404);
+}
+
+TEST_F(StatusPageTest, ServesEveryScriptThePageLoadsInItsOrder) {
+  const std::string html(StatusPageHtml());
+  size_t previous = 0;
+  for (const StatusPageScriptFile& script : StatusPageScripts()) {
+    const std::string tag =
+        std::string("<script src=\"") + script.name + "\"></script>";
+    const size_t at = html.find(tag);
+    ASSERT_NE(at, std::string::npos) << tag;
+    EXPECT_GT(at, previous) << script.name << " is loaded out of order";
+    previous = at;
+    const auto served =
+        HttpRequest(endpoint_->port(), "GET", std::string("/") + script.name);
+    EXPECT_EQ(served.status, 200) << script.name;
+    EXPECT_THAT(served.headers,
+                HasSubstr("Content-Type: text/javascript; charset=utf-8"));
+    EXPECT_EQ(served.body, std::string(script.bytes())) << script.name;
+  }
+  // No script the table does not serve.
+  size_t count = 0;
+  for (size_t at = html.find("<script"); at != std::string::npos;
+       at = html.find("<script", at + 1)) {
+    ++count;
+  }
+  EXPECT_EQ(count, StatusPageScripts().size());
 }
 
 TEST_F(StatusPageTest, MetricsIsThePrometheusTextOfTheRegistry) {
