@@ -4,7 +4,9 @@
 //
 // Threading: a Backend is owned and used by one thread (the server's engine
 // thread). Calls are ordered on that backend's stream; Synchronize() waits for
-// all of them. Nothing here is safe to call from two threads at once.
+// all of them. Nothing here is safe to call from two threads at once, except
+// AllocateHost / FreeHost, which any thread may call (the server's request
+// threads take their I/O buffers from it).
 #ifndef GDN_KERNELS_BACKEND_H_
 #define GDN_KERNELS_BACKEND_H_
 
@@ -15,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "kernels/backend_stream.h"
 #include "kernels/gdn_params.h"
 #include "kernels/gdn_types.h"
 
@@ -50,9 +53,18 @@ class Backend {
   // aligned to at least 256 bytes.
   virtual absl::StatusOr<void*> Allocate(size_t bytes) = 0;
   virtual void Free(void* ptr) = 0;
-  // Host memory suited for fast transfers (pinned for cuda).
+  // Host memory suited for fast transfers (pinned for cuda; the device can
+  // also read it directly, which BackendStream::Gather relies on). Safe from
+  // any thread.
   virtual absl::StatusOr<void*> AllocateHost(size_t bytes) = 0;
   virtual void FreeHost(void* ptr) = 0;
+
+  // Another ordered queue of work on this backend (backend_stream.h).
+  // high_priority: scheduled ahead of other streams' work where the device
+  // can (decode beside prefill). Unimplemented for backends without streams.
+  virtual absl::StatusOr<std::unique_ptr<BackendStream>> CreateStream(bool high_priority) {
+    return absl::UnimplementedError("this backend has no streams");
+  }
 
   // Copies, ordered on the backend's stream. Host pointers must stay valid
   // until Synchronize() returns.

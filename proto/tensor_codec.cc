@@ -91,35 +91,35 @@ gdn::v1::Tensor MakeTensorRaw(DType dtype, std::vector<int64_t> shape,
   return t;
 }
 
-absl::Status CheckTensor(const gdn::v1::Tensor& t, absl::string_view field,
-                         DType dtype, const std::vector<int64_t>& shape) {
-  const std::vector<int64_t> got = ShapeOf(t);
-  const std::string expected =
-      absl::StrCat(ShapeString(shape), " (", DTypeName(dtype), ")");
+absl::Status CheckTensorHeader(const TensorHeader& t, absl::string_view field, DType dtype,
+                               const std::vector<int64_t>& shape) {
+  const std::string expected = absl::StrCat(ShapeString(shape), " (", DTypeName(dtype), ")");
   DType got_dtype;
-  if (!FromProtoDType(t.dtype(), &got_dtype) || got_dtype != dtype) {
-    if (t.dtype() == gdn::v1::DTYPE_UNSPECIFIED && got.empty() &&
-        t.data().empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": missing, expected ", expected));
+  if (!FromProtoDType(t.dtype, &got_dtype) || got_dtype != dtype) {
+    if (t.dtype == gdn::v1::DTYPE_UNSPECIFIED && t.shape.empty() && t.data_bytes == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": missing, expected ", expected));
     }
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": expected dtype ", DTypeName(dtype), " ",
-                     ShapeString(shape), ", got ", DTypeLabel(t.dtype())));
+    return absl::InvalidArgumentError(absl::StrCat(field, ": expected dtype ", DTypeName(dtype),
+                                                   " ", ShapeString(shape), ", got ",
+                                                   DTypeLabel(t.dtype)));
   }
-  if (got != shape) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": expected shape ", expected, ", got ", ShapeString(got)));
+  if (t.shape != shape) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": expected shape ", expected,
+                                                   ", got ", ShapeString(t.shape)));
   }
   const int64_t n = NumElements(shape);
-  const uint64_t want_bytes =
-      static_cast<uint64_t>(n < 0 ? 0 : n) * DTypeSize(dtype);
-  if (t.data().size() != want_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": expected ", want_bytes, " bytes of data for ", expected,
-        ", got ", t.data().size()));
+  const uint64_t want_bytes = static_cast<uint64_t>(n < 0 ? 0 : n) * DTypeSize(dtype);
+  if (t.data_bytes != want_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": expected ", want_bytes,
+                                                   " bytes of data for ", expected, ", got ",
+                                                   t.data_bytes));
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckTensor(const gdn::v1::Tensor& t, absl::string_view field, DType dtype,
+                         const std::vector<int64_t>& shape) {
+  return CheckTensorHeader({t.dtype(), ShapeOf(t), t.data().size()}, field, dtype, shape);
 }
 
 namespace {
@@ -156,6 +156,24 @@ size_t FirstNonFinite(const char* data, size_t n) {
 
 }  // namespace
 
+size_t FirstNonFinite(const void* data, size_t n, DType dtype) {
+  // An all-ones exponent means Inf or NaN.
+  const char* bytes = static_cast<const char*>(data);
+  switch (dtype) {
+    case DType::kF32: return FirstNonFinite<uint32_t, 0x7f800000u>(bytes, n);
+    case DType::kBF16: return FirstNonFinite<uint16_t, 0x7f80u>(bytes, n);
+    case DType::kF16: return FirstNonFinite<uint16_t, 0x7c00u>(bytes, n);
+  }
+  return n;
+}
+
+absl::Status NonFiniteError(absl::string_view field, const void* data, DType dtype,
+                            size_t index) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, ": element ", index, " is ", LoadAsFloat(static_cast<const char*>(data), dtype, index),
+      "; every value must be finite"));
+}
+
 absl::Status CheckFinite(const gdn::v1::Tensor& t, absl::string_view field) {
   DType dtype;
   if (!FromProtoDType(t.dtype(), &dtype)) {
@@ -163,26 +181,8 @@ absl::Status CheckFinite(const gdn::v1::Tensor& t, absl::string_view field) {
         absl::StrCat(field, ": unknown dtype ", static_cast<int>(t.dtype())));
   }
   const size_t n = t.data().size() / DTypeSize(dtype);
-  const char* data = t.data().data();
-  // An all-ones exponent means Inf or NaN.
-  size_t bad = n;
-  switch (dtype) {
-    case DType::kF32:
-      bad = FirstNonFinite<uint32_t, 0x7f800000u>(data, n);
-      break;
-    case DType::kBF16:
-      bad = FirstNonFinite<uint16_t, 0x7f80u>(data, n);
-      break;
-    case DType::kF16:
-      bad = FirstNonFinite<uint16_t, 0x7c00u>(data, n);
-      break;
-  }
-  if (bad < n) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": element ", bad, " is ", LoadAsFloat(data, dtype, bad),
-        "; every value must be finite"));
-  }
-  return absl::OkStatus();
+  const size_t bad = FirstNonFinite(t.data().data(), n, dtype);
+  return bad < n ? NonFiniteError(field, t.data().data(), dtype, bad) : absl::OkStatus();
 }
 
 std::vector<float> ToFloats(const gdn::v1::Tensor& t) {

@@ -37,12 +37,30 @@ gdn::v1::Tensor MakeTensor(DType dtype, std::vector<int64_t> shape,
 gdn::v1::Tensor MakeTensorRaw(DType dtype, std::vector<int64_t> shape,
                               const void* bytes);
 
-// OK when `t` has exactly `dtype`, exactly `shape` and a data size of
+// A tensor's header as it came: a gdn.v1.Tensor's, or a scanned one's
+// (forward_wire.h) whose data bytes were not read.
+struct TensorHeader {
+  gdn::v1::DType dtype = gdn::v1::DTYPE_UNSPECIFIED;
+  std::vector<int64_t> shape;
+  uint64_t data_bytes = 0;
+};
+
+// OK when the tensor has exactly `dtype`, exactly `shape` and a data size of
 // prod(shape) * DTypeSize(dtype) bytes; otherwise InvalidArgument naming
 // `field`, what was expected and what came, e.g.
-//   "q: expected shape [3, 2, 64] (bf16), got [3, 2, 32]".
+//   "q: expected shape [3, 2, 64] (bf16), got [3, 2, 32]"
+//   "q: missing, expected [3, 2, 64] (bf16)".
+absl::Status CheckTensorHeader(const TensorHeader& t, absl::string_view field, DType dtype,
+                               const std::vector<int64_t>& shape);
 absl::Status CheckTensor(const gdn::v1::Tensor& t, absl::string_view field,
                          DType dtype, const std::vector<int64_t>& shape);
+
+// The index of the first of n elements of `dtype` at `data` that is NaN or
+// +-Inf, or n. Vectorised: it runs over every activation of every request.
+size_t FirstNonFinite(const void* data, size_t n, DType dtype);
+// InvalidArgument "q: element 17 is nan; every value must be finite".
+absl::Status NonFiniteError(absl::string_view field, const void* data, DType dtype,
+                            size_t index);
 
 // InvalidArgument naming `field` and the first non-finite element's flat index
 // (and its value) when any element is NaN or +-Inf; OK otherwise. Requires a

@@ -9,6 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "proto/grpc_transport.h"
 #include "server/sessions/session_transfer.h"
 #include "server/ops/status_page.h"
 
@@ -36,9 +37,11 @@ absl::StatusOr<std::unique_ptr<GdnServer>> GdnServer::Start(
   if (absl::Status s = ValidateServerConfig(config); !s.ok()) return s;
   std::string grpc_host, metrics_host;
   int requested_grpc_port = 0, requested_metrics_port = 0;
-  if (!SplitHostPort(config.listen, &grpc_host, &requested_grpc_port)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("listen: expected HOST:PORT, got '", config.listen, "'"));
+  const bool unix_socket = wire::IsUnixAddress(config.listen);
+  if (unix_socket ? wire::UnixSocketPath(config.listen).empty()
+                  : !SplitHostPort(config.listen, &grpc_host, &requested_grpc_port)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "listen: expected HOST:PORT or unix:/path, got '", config.listen, "'"));
   }
   if (!SplitHostPort(config.metrics_listen, &metrics_host,
                      &requested_metrics_port)) {
@@ -94,16 +97,20 @@ absl::StatusOr<std::unique_ptr<GdnServer>> GdnServer::Start(
   int bound_port = 0;
   builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(),
                            &bound_port);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(config.max_message_bytes));
-  builder.SetMaxSendMessageSize(static_cast<int>(config.max_message_bytes));
+  wire::TransportOptions transport;
+  transport.max_message_bytes = config.max_message_bytes;
+  transport.stream_window_bytes = config.grpc_window_bytes;
+  transport.max_frame_bytes = config.grpc_max_frame_bytes;
+  wire::ApplyServerTransport(transport, &builder);
   builder.RegisterService(server->service_.get());
   server->server_ = builder.BuildAndStart();
-  if (server->server_ == nullptr || bound_port == 0) {
+  if (server->server_ == nullptr || (!unix_socket && bound_port == 0)) {
     return absl::UnavailableError(
         absl::StrCat("could not listen on ", config.listen));
   }
-  server->grpc_port_ = bound_port;
-  server->grpc_address_ = absl::StrCat(grpc_host, ":", bound_port);
+  server->grpc_port_ = unix_socket ? 0 : bound_port;
+  server->grpc_address_ =
+      unix_socket ? config.listen : absl::StrCat(grpc_host, ":", bound_port);
   if (auto* health = server->server_->GetHealthCheckService()) {
     health->SetServingStatus(true);
     // Probes may name the service (Kubernetes grpc probes, grpc-health-probe).

@@ -39,7 +39,8 @@ class GdnServer {
   GdnServer(const GdnServer&) = delete;
   GdnServer& operator=(const GdnServer&) = delete;
 
-  // With the ports actually bound (a port 0 in the config is resolved).
+  // With the ports actually bound (a port 0 in the config is resolved); a
+  // Unix socket's address is the config's, its port 0.
   const std::string& grpc_address() const { return grpc_address_; }
   const std::string& metrics_address() const { return metrics_address_; }
   int grpc_port() const { return grpc_port_; }

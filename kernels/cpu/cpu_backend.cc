@@ -22,6 +22,42 @@ namespace {
 
 constexpr size_t kAlignment = 256;
 
+class CpuBackend;
+
+// Runs every call at once on the calling thread (the kernels on the
+// backend's pool), so work is done when the call returns: Record, WaitFor
+// and WaitForBackend have nothing to order.
+class CpuStream final : public BackendStream {
+ public:
+  explicit CpuStream(CpuBackend* backend) : backend_(backend) {}
+
+  absl::Status Decode(const GdnOptions& options, const GdnParams& params) override;
+  absl::Status Prefill(const GdnOptions& options, const GdnParams& params) override;
+  absl::Status CopyToDevice(void* dst, const void* src_host, size_t bytes) override {
+    if (bytes > 0) std::memcpy(dst, src_host, bytes);
+    return absl::OkStatus();
+  }
+  absl::Status CopyToHost(void* dst_host, const void* src, size_t bytes) override {
+    if (bytes > 0) std::memcpy(dst_host, src, bytes);
+    return absl::OkStatus();
+  }
+  absl::Status Gather(void* dst_base, const GatherCopy* items, const GatherCopy*,
+                      int count) override {
+    char* dst = static_cast<char*>(dst_base);
+    for (int i = 0; i < count; ++i) std::memcpy(dst + items[i].dst_offset, items[i].src, items[i].bytes);
+    return absl::OkStatus();
+  }
+  absl::Status WaitForBackend() override { return absl::OkStatus(); }
+  absl::Status WaitFor(BackendStream&) override { return absl::OkStatus(); }
+  absl::Status Record() override { return absl::OkStatus(); }
+  absl::StatusOr<bool> Query() override { return true; }
+  absl::Status Synchronize() override { return absl::OkStatus(); }
+  void SetOnDone(std::function<void()>) override {}
+
+ private:
+  CpuBackend* backend_;
+};
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int threads) : pool_(threads) {
@@ -101,6 +137,10 @@ class CpuBackend final : public Backend {
     return Copy(dst, src, bytes);
   }
   absl::Status Synchronize() override { return absl::OkStatus(); }
+
+  absl::StatusOr<std::unique_ptr<BackendStream>> CreateStream(bool) override {
+    return std::unique_ptr<BackendStream>(std::make_unique<CpuStream>(this));
+  }
 
   DeviceMemoryInfo MemoryInfo() const override {
     DeviceMemoryInfo info;
@@ -223,6 +263,14 @@ class CpuBackend final : public Backend {
   std::unordered_map<void*, size_t> allocations_;
   size_t used_bytes_ = 0;
 };
+
+absl::Status CpuStream::Decode(const GdnOptions& options, const GdnParams& params) {
+  return backend_->Decode(options, params);
+}
+
+absl::Status CpuStream::Prefill(const GdnOptions& options, const GdnParams& params) {
+  return backend_->Prefill(options, params);
+}
 
 }  // namespace
 

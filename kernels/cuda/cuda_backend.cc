@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_stream.h"
 #include "kernels/cuda/recurrent_params.h"
 
 namespace gdn {
@@ -81,6 +82,7 @@ absl::Status CudaBackend::Supports(const GdnOptions& options) const {
 absl::Status CudaBackend::Decode(const GdnOptions& options, const GdnParams& params) {
   if (absl::Status s = ValidateParams(options, params, kMaxDecodeTokens); !s.ok()) return s;
   if (absl::Status s = Activate(); !s.ok()) return s;
+  ++main_stream_work_;
   return LaunchRecurrent(options, MakeRecurrentParams(options, params), stream_);
 }
 
@@ -89,6 +91,7 @@ absl::Status CudaBackend::Prefill(const GdnOptions& options, const GdnParams& pa
     return s;
   }
   if (absl::Status s = Activate(); !s.ok()) return s;
+  ++main_stream_work_;
   return RoutePrefill(options, params);
 }
 
@@ -137,7 +140,9 @@ void CudaBackend::Free(void* ptr) {
 absl::StatusOr<void*> CudaBackend::AllocateHost(size_t bytes) {
   if (absl::Status s = Activate(); !s.ok()) return s;
   void* ptr = nullptr;
-  GDN_CUDA_RETURN_IF_ERROR(cudaMallocHost(&ptr, bytes == 0 ? 1 : bytes));
+  // Portable: usable whichever thread (and context) allocated it - the
+  // server's request threads do.
+  GDN_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&ptr, bytes == 0 ? 1 : bytes, cudaHostAllocPortable));
   return ptr;
 }
 
@@ -149,6 +154,7 @@ void CudaBackend::FreeHost(void* ptr) {
 
 absl::Status CudaBackend::CopyToDevice(void* dst, const void* src_host, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
+  ++main_stream_work_;
   GDN_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, stream_));
   return absl::OkStatus();
@@ -156,6 +162,7 @@ absl::Status CudaBackend::CopyToDevice(void* dst, const void* src_host, size_t b
 
 absl::Status CudaBackend::CopyToHost(void* dst_host, const void* src, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
+  ++main_stream_work_;
   GDN_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, stream_));
   return absl::OkStatus();
@@ -163,6 +170,7 @@ absl::Status CudaBackend::CopyToHost(void* dst_host, const void* src, size_t byt
 
 absl::Status CudaBackend::CopyOnDevice(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
+  ++main_stream_work_;
   GDN_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
   return absl::OkStatus();
@@ -171,6 +179,10 @@ absl::Status CudaBackend::CopyOnDevice(void* dst, const void* src, size_t bytes)
 absl::Status CudaBackend::Synchronize() {
   GDN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<BackendStream>> CudaBackend::CreateStream(bool high_priority) {
+  return CreateCudaStream(this, high_priority);
 }
 
 DeviceMemoryInfo CudaBackend::MemoryInfo() const {

@@ -62,7 +62,13 @@ class CudaBackend final : public Backend {
 
   DeviceMemoryInfo MemoryInfo() const override;
 
+  absl::StatusOr<std::unique_ptr<BackendStream>> CreateStream(bool high_priority) override;
+
   int device() const { return device_; }
+  // Work items queued on stream() so far (kernels and copies): a
+  // BackendStream waits for the backend's stream only when this moved.
+  uint64_t main_stream_work() const { return main_stream_work_; }
+  PrefillKernel prefill_kernel() const { return prefill_kernel_; }
   // The one stream every call of this backend is ordered on.
   cudaStream_t stream() const { return stream_; }
   // The prefill kernel of the following Prefill calls (kAuto by default).
@@ -79,6 +85,7 @@ class CudaBackend final : public Backend {
   std::string description_;
   ChunkedPrefill chunked_prefill_;  // owns the chunked prefill's workspace
   PrefillKernel prefill_kernel_ = PrefillKernel::kAuto;
+  uint64_t main_stream_work_ = 0;
 };
 
 }  // namespace gdn::cuda

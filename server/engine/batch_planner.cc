@@ -9,7 +9,7 @@ namespace gdn {
 BatchPlan PlanBatch(const std::vector<PlanItem>& items,
                     const PlannerLimits& limits) {
   BatchPlan plan;
-  absl::flat_hash_set<StateKey> used;
+  absl::flat_hash_set<int32_t> used;
   const int64_t budget = std::max<int64_t>(limits.max_batch_tokens, 1);
 
   // Decode: whole items, first.
@@ -17,7 +17,7 @@ BatchPlan PlanBatch(const std::vector<PlanItem>& items,
     const PlanItem& item = items[i];
     if (!item.is_decode() || item.remaining() < 1) continue;
     if (plan.decode_tokens + item.remaining() > budget) break;
-    if (!used.insert(item.key).second) continue;
+    if (!used.insert(item.slot).second) continue;
     plan.decode.push_back({i, item.done_tokens, item.remaining()});
     plan.decode_tokens += item.remaining();
   }
@@ -35,8 +35,8 @@ BatchPlan PlanBatch(const std::vector<PlanItem>& items,
       tokens -= tokens % align;  // split at an aligned point
       if (tokens == 0) break;    // too little room left; next iteration
     }
-    if (used.contains(item.key)) continue;
-    used.insert(item.key);
+    if (used.contains(item.slot)) continue;
+    used.insert(item.slot);
     plan.prefill.push_back(
         {i, item.done_tokens, static_cast<int32_t>(tokens)});
     plan.prefill_tokens += tokens;

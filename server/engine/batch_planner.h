@@ -1,34 +1,30 @@
-// Which work the engine runs in one iteration. Pure: sees token counts and
-// (session, layer) keys, never tensors or pages; safe from any thread.
+// Which work goes into the next batch. Pure: sees token counts and slots (the
+// engine's integer ids of (session, layer) states: slot_table.h), never
+// tensors or pages; safe from any thread.
 //
-// Per iteration the engine makes at most two kernel calls:
-//   decode:  every ready item of <= kMaxDecodeTokens tokens, whole, first
-//            (latency), up to max_batch_tokens tokens;
+// Two kinds of batch, on lanes of their own (engine.h):
+//   decode:  every ready item of <= kMaxDecodeTokens tokens, whole, up to
+//            max_batch_tokens tokens;
 //   prefill: the longer items, in admission order, split into chunks under
 //            max_batch_tokens tokens in all, so that a long prefill spreads
-//            over iterations and cannot stall the decodes queued behind it.
-// Never two chunks of the same (session, layer) in one plan: a state is read
-// and written by one sequence of one kernel call at a time.
+//            over batches.
+// Never two chunks of the same slot in one plan: a state is read and written
+// by one sequence of one kernel call at a time.
 #ifndef GDN_SERVER_ENGINE_BATCH_PLANNER_H_
 #define GDN_SERVER_ENGINE_BATCH_PLANNER_H_
 
 #include <cstdint>
-#include <string>
-#include <utility>
 #include <vector>
 
 #include "kernels/gdn_types.h"
 
 namespace gdn {
 
-// (session, layer): the unit of state and of ordering.
-using StateKey = std::pair<std::string, int32_t>;
-
 // One sequence of an admitted call, as the planner sees it.
 struct PlanItem {
-  StateKey key;
+  int32_t slot = 0;          // its (session, layer) state
   int32_t total_tokens = 0;  // num_tokens of the sequence
-  int32_t done_tokens = 0;   // tokens already run in earlier iterations
+  int32_t done_tokens = 0;   // tokens already in earlier batches
 
   bool is_decode() const { return total_tokens <= kMaxDecodeTokens; }
   int32_t remaining() const { return total_tokens - done_tokens; }

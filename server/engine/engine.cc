@@ -1,8 +1,9 @@
-// The engine thread's loop, admission and session commands. Batches and
-// kernel calls are in engine_batch.cc.
+// The engine thread's loop, admission, session commands and completion of
+// calls. Batches on lanes are in engine_batches.cc.
 #include "server/engine/engine.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <utility>
 
@@ -14,39 +15,45 @@ namespace gdn {
 namespace {
 
 // How often parked calls are checked for cancellation while nothing else
-// happens, and how often idle sessions are looked for.
+// happens, how often idle sessions are looked for, and how often the cache
+// and memory gauges are refreshed.
 constexpr absl::Duration kParkedPollInterval = absl::Milliseconds(10);
 constexpr absl::Duration kMaxExpiryInterval = absl::Seconds(1);
+constexpr absl::Duration kGaugeInterval = absl::Seconds(1);
+// While a batch is in flight the engine polls for it this long before it
+// sleeps (a decode batch is done in tens of microseconds: a wake-up would
+// cost more); after that the lane's completion notification wakes it.
+constexpr absl::Duration kSpinPoll = absl::Microseconds(50);
+// Responses up to this many bytes are finished on the engine thread itself
+// when the completion threads are idle: encoding one is a few header bytes
+// (o is sent in place), and the hop to another thread would cost more.
+constexpr size_t kInlineCompletionBytes = 256 << 10;
 
 std::string CacheNumbers(const StateCacheStats& s) {
-  return absl::StrCat("device pages ", s.device.pages_used, "/",
-                      s.device.pages_total, " used (", s.device.pages_pinned,
-                      " pinned), host pages ", s.host.pages_used, "/",
-                      s.host.pages_total, " used, page ", s.page_bytes,
-                      " bytes, ", s.sessions, " sessions");
+  return absl::StrCat("device pages ", s.device.pages_used, "/", s.device.pages_total,
+                      " used (", s.device.pages_pinned, " pinned), host pages ",
+                      s.host.pages_used, "/", s.host.pages_total, " used, page ",
+                      s.page_bytes, " bytes, ", s.sessions, " sessions");
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
-    const ServerConfig& config, std::unique_ptr<Backend> backend,
-    ServerMetrics* metrics) {
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const ServerConfig& config,
+                                                       std::unique_ptr<Backend> backend,
+                                                       ServerMetrics* metrics) {
   if (absl::Status s = ValidateServerConfig(config); !s.ok()) return s;
   if (backend == nullptr) return absl::InvalidArgumentError("no backend");
   GdnOptions kernel_options = config.options;
   kernel_options.gating = GatingMode::kDirect;
   if (absl::Status s = backend->Supports(kernel_options); !s.ok()) {
-    return absl::Status(s.code(),
-                        absl::StrCat("backend ", backend->name(),
-                                     " does not support ",
-                                     DescribeOptions(config.options), ": ",
-                                     s.message()));
+    return absl::Status(s.code(), absl::StrCat("backend ", backend->name(), " does not support ",
+                                               DescribeOptions(config.options), ": ",
+                                               s.message()));
   }
   StateCacheConfig cache_config;
   cache_config.num_layers = config.num_layers;
   cache_config.state_dtype = config.options.state_dtype;
-  cache_config.layout =
-      StatePageLayout::For(config.options.shape, config.options.state_dtype);
+  cache_config.layout = StatePageLayout::For(config.options.shape, config.options.state_dtype);
   cache_config.device_budget_bytes =
       config.device_state_budget_bytes != 0
           ? config.device_state_budget_bytes
@@ -58,32 +65,23 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(
   absl::StatusOr<std::unique_ptr<StateCache>> cache =
       StateCache::Create(cache_config, backend.get());
   if (!cache.ok()) return cache.status();
-  DecodeRunnerConfig runner_config;
-  runner_config.use_graphs = config.decode_graphs;
-  // A decode batch has at most max_batch_tokens sequences (>= 1 token each).
-  runner_config.max_seqs = static_cast<int32_t>(
-      std::min<int64_t>(config.max_batch_tokens, int64_t{1} << 20));
-  absl::StatusOr<std::unique_ptr<DecodeRunner>> runner =
-      CreateDecodeRunner(*backend, kernel_options, runner_config);
-  if (!runner.ok()) return runner.status();
-  return std::unique_ptr<Engine>(new Engine(config, std::move(backend),
-                                            std::move(*cache),
-                                            std::move(*runner), metrics));
+  std::unique_ptr<Engine> engine(
+      new Engine(config, std::move(backend), std::move(*cache), metrics));
+  if (absl::Status s = engine->CreateLanes(); !s.ok()) return s;
+  engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
+  return engine;
 }
 
 Engine::Engine(const ServerConfig& config, std::unique_ptr<Backend> backend,
-               std::unique_ptr<StateCache> cache,
-               std::unique_ptr<DecodeRunner> decode_runner,
-               ServerMetrics* metrics)
+               std::unique_ptr<StateCache> cache, ServerMetrics* metrics)
     : config_(config),
       backend_(std::move(backend)),
       cache_(std::move(cache)),
-      decode_runner_(std::move(decode_runner)),
+      arena_(std::make_unique<IoArena>(backend_.get(), config.io_buffer_bytes)),
       metrics_(metrics),
-      decode_staging_(backend_.get()),
-      prefill_staging_(backend_.get()) {
-  // Fused gating is computed on the host while staging (engine_batch.cc), so
-  // the kernels always run in direct mode.
+      completions_(config.completion_threads) {
+  // Fused gating is folded into g and beta when requests are packed
+  // (server/rpc/forward_request_reader.h), so the kernels run in direct mode.
   kernel_options_ = config_.options;
   kernel_options_.gating = GatingMode::kDirect;
   const StateCacheStats stats = cache_->Stats();
@@ -92,30 +90,56 @@ Engine::Engine(const ServerConfig& config, std::unique_ptr<Backend> backend,
   if (config_.diagnostic_no_compute) {
     // Loud everywhere the device is shown (GetServerInfo, start-up log).
     info_.device_description = absl::StrCat(
-        "DIAGNOSTIC no-compute (no kernels, states untouched) on ",
-        info_.device_description);
-    std::cerr << "gdn-server: WARNING: DIAGNOSTIC no-compute mode: Forward "
-                 "returns zeros and runs no kernel; states are not written. "
-                 "For measuring the transport ceiling only.\n"
+        "DIAGNOSTIC no-compute (no kernels, states untouched) on ", info_.device_description);
+    std::cerr << "gdn-server: WARNING: DIAGNOSTIC no-compute mode: Forward returns zeros and "
+                 "runs no kernel; states are not written. For measuring the transport ceiling "
+                 "only.\n"
               << std::flush;
+    // calloc's untouched pages read as zeros without being backed.
+    zeros_.reset(static_cast<const char*>(std::calloc(config_.max_message_bytes, 1)),
+                 [](const char* p) { std::free(const_cast<char*>(p)); });
   }
   info_.layout = cache_->config().layout;
   info_.device_pages = stats.device.pages_total;
   info_.host_pages = stats.host.pages_total;
-  UpdateGauges();
-  thread_ = std::thread([this] { Loop(); });
+  MaybeRefreshGauges(absl::Now(), /*force=*/true);
 }
 
-Engine::~Engine() { Stop(); }
+absl::Status Engine::CreateLanes() {
+  const int lanes = config_.decode_lanes + config_.prefill_lanes;
+  for (int i = 0; i < lanes; ++i) {
+    const bool decode = i < config_.decode_lanes;
+    auto lane = std::make_unique<Lane>(backend_.get(), i, decode);
+    absl::StatusOr<std::unique_ptr<BackendStream>> stream = backend_->CreateStream(decode);
+    if (!stream.ok()) return stream.status();
+    lane->stream = std::move(*stream);
+    // A finished batch wakes the engine if it sleeps (engine thread or a
+    // backend thread: only the lock and the condition variable).
+    lane->stream->SetOnDone([this] {
+      std::lock_guard<std::mutex> lock(mu_);
+      cv_.notify_all();
+    });
+    lanes_.push_back(std::move(lane));
+  }
+  return absl::OkStatus();
+}
+
+Engine::~Engine() {
+  Stop();
+  // Streams go first, while the lock their completion callbacks take lives.
+  for (const auto& lane : lanes_) (void)lane->stream->Synchronize();
+  lanes_.clear();
+}
 
 void Engine::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_requested_ = true;
+    has_incoming_ = true;
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
-  finisher_.Stop();  // every finished call answered before Stop returns
+  completions_.Stop();  // every finished call answered before Stop returns
 }
 
 void Engine::SubmitForward(std::unique_ptr<ForwardCall> call) {
@@ -123,6 +147,7 @@ void Engine::SubmitForward(std::unique_ptr<ForwardCall> call) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stop_requested_) {
       incoming_calls_.push_back(std::move(call));
+      has_incoming_ = true;
       cv_.notify_all();
       return;
     }
@@ -135,12 +160,14 @@ void Engine::SubmitForward(std::unique_ptr<ForwardCall> call) {
 void Engine::RunSessionCommand(std::string session, SessionCommand command) {
   std::lock_guard<std::mutex> lock(mu_);
   incoming_commands_.emplace_back(std::move(session), std::move(command));
+  has_incoming_ = true;
   cv_.notify_all();
 }
 
 void Engine::SetSessionRestorer(SessionRestorer restorer) {
   std::lock_guard<std::mutex> lock(mu_);
   incoming_restorer_ = std::move(restorer);
+  has_incoming_ = true;
   cv_.notify_all();
 }
 
@@ -148,10 +175,11 @@ void Engine::FailPendingCalls(absl::Status status) {
   std::lock_guard<std::mutex> lock(mu_);
   fail_pending_requested_ = true;
   pending_failure_ = std::move(status);
+  has_incoming_ = true;
   cv_.notify_all();
 }
 
-void Engine::TakeIncoming(std::unique_lock<std::mutex>& lock) {
+void Engine::TakeIncoming() {
   if (incoming_restorer_) restorer_ = std::move(incoming_restorer_);
   incoming_restorer_ = nullptr;
   for (auto& call : incoming_calls_) waiting_.push_back(std::move(call));
@@ -161,19 +189,20 @@ void Engine::TakeIncoming(std::unique_lock<std::mutex>& lock) {
     commands_.push_back(std::move(command));
   }
   incoming_commands_.clear();
+  has_incoming_ = false;
 }
 
 void Engine::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    TakeIncoming(lock);
+    TakeIncoming();
     const bool stopping = stop_requested_;
     const bool fail_pending = fail_pending_requested_;
     fail_pending_requested_ = false;
     const absl::Status pending_failure = pending_failure_;
     lock.unlock();
 
-    absl::Time now = absl::Now();
+    const absl::Time now = absl::Now();
     RunCommands();
     ExpireIdleSessions(now);
     if (fail_pending) FailPending(pending_failure);
@@ -181,53 +210,71 @@ void Engine::Loop() {
       while (!waiting_.empty()) {
         std::unique_ptr<ForwardCall> call = std::move(waiting_.front());
         waiting_.pop_front();
-        FailWaiting(std::move(call),
-                    absl::UnavailableError("server is shutting down"));
+        FailWaiting(std::move(call), absl::UnavailableError("server is shutting down"));
       }
     }
     AdmitWaiting(now);
     DropUnstartedCancelled(now);
-    absl::Time fill_deadline = absl::InfiniteFuture();
-    const bool run =
-        !running_.empty() && (stopping || ReadyToRunNow(now, &fill_deadline));
-    if (run) RunIteration();
+    bool progressed = CompleteLanes();
+    progressed |= LaunchBatches(now, stopping);
+    MaybeRefreshGauges(now, /*force=*/false);
 
     lock.lock();
-    const bool idle = running_.empty() && commands_.empty() &&
-                      waiting_.empty() && incoming_calls_.empty() &&
-                      incoming_commands_.empty();
+    const bool idle = running_.empty() && commands_.empty() && waiting_.empty() &&
+                      incoming_calls_.empty() && incoming_commands_.empty() && !AnyLaneBusy();
     if (stopping && idle) break;
-    if (run || !incoming_calls_.empty() || !incoming_commands_.empty() ||
-        stop_requested_ != stopping || fail_pending_requested_) {
-      continue;
-    }
-    const absl::Time wake = std::min(NextWake(now), fill_deadline);
-    const absl::Duration wait = wake - absl::Now();
-    if (wait > absl::ZeroDuration()) {
-      cv_.wait_for(lock, absl::ToChronoNanoseconds(wait));
+    if (progressed || has_incoming_ || stop_requested_ != stopping) continue;
+    lock.unlock();
+    WaitForWork(NextWake(now));
+    lock.lock();
+  }
+}
+
+void Engine::WaitForWork(absl::Time until) {
+  if (AnyLaneBusy()) {
+    const absl::Time spin_until = std::min(until, absl::Now() + kSpinPoll);
+    while (absl::Now() < spin_until) {
+      if (has_incoming_) return;
+      for (const auto& lane : lanes_) {
+        if (!lane->busy) continue;
+        absl::StatusOr<bool> done = lane->stream->Query();
+        if (!done.ok() || *done) return;
+      }
+      std::this_thread::yield();
     }
   }
+  std::unique_lock<std::mutex> lock(mu_);
+  // A lane's completion (SetOnDone) or a submission notifies; re-check the
+  // lanes once the lock is held so a completion between the poll and the
+  // wait is not missed.
+  for (const auto& lane : lanes_) {
+    if (!lane->busy) continue;
+    absl::StatusOr<bool> done = lane->stream->Query();
+    if (!done.ok() || *done) return;
+  }
+  if (has_incoming_) return;
+  const absl::Duration wait = until - absl::Now();
+  if (wait > absl::ZeroDuration()) cv_.wait_for(lock, absl::ToChronoNanoseconds(wait));
 }
 
 absl::Time Engine::NextWake(absl::Time now) const {
   absl::Time wake = std::min(now + kMaxExpiryInterval, next_expiry_check_);
-  if (!waiting_.empty()) {
-    wake = std::min(wake, now + kParkedPollInterval);
-  }
+  wake = std::min(wake, next_gauges_);
+  if (!waiting_.empty()) wake = std::min(wake, now + kParkedPollInterval);
   for (const auto& running : running_) {
     if (!running->started) {
       wake = std::min(wake, std::max(now, running->call->deadline));
+      // A batch held back by max_queue_delay launches at its deadline.
+      wake = std::min(wake, running->call->enqueued + config_.max_queue_delay);
     }
   }
-  // Deferred commands wait for running calls, which keep the loop busy.
   return wake;
 }
 
 void Engine::RunCommands() {
   const size_t count = commands_.size();
   for (size_t i = 0; i < count; ++i) {
-    std::pair<std::string, SessionCommand> command =
-        std::move(commands_.front());
+    std::pair<std::string, SessionCommand> command = std::move(commands_.front());
     commands_.pop_front();
     const std::string& session = command.first;
     if (!session.empty() && busy_sessions_.contains(session)) {
@@ -242,23 +289,17 @@ void Engine::RunCommands() {
       }
     }
   }
-  if (count > 0) UpdateGauges();
+  if (count > 0) MaybeRefreshGauges(absl::Now(), /*force=*/true);
 }
 
 void Engine::ExpireIdleSessions(absl::Time now) {
   if (now < next_expiry_check_) return;
-  next_expiry_check_ =
-      now + std::min(kMaxExpiryInterval, config_.idle_timeout / 4);
-  const std::vector<std::string> expired =
-      cache_->ExpireIdle(now - config_.idle_timeout);
-  if (!expired.empty()) UpdateGauges();
+  next_expiry_check_ = now + std::min(kMaxExpiryInterval, config_.idle_timeout / 4);
+  cache_->ExpireIdle(now - config_.idle_timeout);
 }
 
-void Engine::FailWaiting(std::unique_ptr<ForwardCall> call,
-                         absl::Status status) {
-  finisher_.Post([call = std::move(call), status = std::move(status)]() mutable {
-    call->done(std::move(status));
-  });
+void Engine::FailWaiting(std::unique_ptr<ForwardCall> call, absl::Status status) {
+  Deliver(std::move(call), std::move(status));
 }
 
 void Engine::FailPending(const absl::Status& status) {
@@ -272,22 +313,14 @@ void Engine::FailPending(const absl::Status& status) {
     if (!(*it)->started) FinishCall(it, status);  // aborts its leases
     it = next;
   }
-  UpdateGauges();
 }
 
 absl::Status Engine::RestoreMissingSessions(const ForwardCall& call) {
-  bool restored = false;
   for (const ForwardSequence& seq : call.sequences) {
     if (cache_->HasSession(seq.session)) continue;
     absl::Status s = restorer_(*cache_, seq.session);
-    if (s.ok()) {
-      restored = true;
-    } else if (!absl::IsNotFound(s)) {
-      if (restored) UpdateGauges();
-      return s;
-    }
+    if (!s.ok() && !absl::IsNotFound(s)) return s;
   }
-  if (restored) UpdateGauges();
   return absl::OkStatus();
 }
 
@@ -299,10 +332,10 @@ void Engine::AdmitWaiting(absl::Time now) {
       if (!state.session_exists) return state;
       absl::StatusOr<int64_t> position = cache_->Position(session, layer);
       state.stored_position = position.ok() ? *position : 0;
-      auto busy = busy_keys_.find(StateKey(session, layer));
-      if (busy != busy_keys_.end()) {
+      const int32_t slot = slots_.Find(StateKey(session, layer));
+      if (slot >= 0) {
         state.busy = true;
-        for (const ForwardSequence& seq : busy->second->call->sequences) {
+        for (const ForwardSequence& seq : slots_[slot].owner->call->sequences) {
           if (seq.session == session) state.running_tokens = seq.num_tokens;
         }
       }
@@ -317,15 +350,13 @@ void Engine::AdmitWaiting(absl::Time now) {
       failure = absl::CancelledError("cancelled by the client");
     } else if (now >= call.deadline) {
       failure = absl::DeadlineExceededError(absl::StrCat(
-          "deadline passed while waiting for earlier positions of layer ",
-          call.layer, " (sequences[0]: session '", call.sequences[0].session,
-          "' position ", call.sequences[0].position, ")"));
+          "deadline passed while waiting for earlier positions of layer ", call.layer,
+          " (sequences[0]: session '", call.sequences[0].session, "' position ",
+          call.sequences[0].position, ")"));
     }
     bool has_pending_command = false;
     for (const ForwardSequence& seq : call.sequences) {
-      if (sessions_with_commands_.contains(seq.session)) {
-        has_pending_command = true;
-      }
+      if (sessions_with_commands_.contains(seq.session)) has_pending_command = true;
     }
     if (failure.ok() && has_pending_command) {
       ++it;  // a session command queued before it runs first
@@ -350,36 +381,32 @@ void Engine::AdmitWaiting(absl::Time now) {
       continue;
     }
     auto running = std::make_unique<RunningCall>();
+    const size_t n = owned->sequences.size();
     running->leases = std::move(leases);
-    running->done_tokens.assign(owned->sequences.size(), 0);
-    const LayerShape& s = config_.options.shape;
-    running->result.o.resize(static_cast<size_t>(owned->total_tokens) *
-                             s.num_v_heads * s.head_dim_v *
-                             DTypeSize(config_.options.input_dtype));
+    running->planned_tokens.assign(n, 0);
+    running->done_tokens.assign(n, 0);
     running->call = std::move(owned);
     for (const ForwardSequence& seq : running->call->sequences) {
-      busy_keys_[StateKey(seq.session, running->call->layer)] = running.get();
+      running->slots.push_back(
+          slots_.Assign(StateKey(seq.session, running->call->layer), running.get()));
       ++busy_sessions_[seq.session];
     }
     running_.push_back(std::move(running));
   }
 }
 
-absl::Status Engine::AcquireLeases(const ForwardCall& call,
-                                   std::vector<WriteLease>* leases) {
+absl::Status Engine::AcquireLeases(const ForwardCall& call, std::vector<WriteLease>* leases) {
   for (const ForwardSequence& seq : call.sequences) {
-    absl::StatusOr<WriteLease> lease =
-        cache_->AcquireForWrite(seq.session, call.layer);
+    absl::StatusOr<WriteLease> lease = cache_->AcquireForWrite(seq.session, call.layer);
     if (!lease.ok()) {
       // All or nothing: give back what this call already took.
       for (const WriteLease& taken : *leases) cache_->Abort(taken);
       leases->clear();
       absl::Status status = lease.status();
       if (status.code() == absl::StatusCode::kResourceExhausted) {
-        status = absl::ResourceExhaustedError(
-            absl::StrCat("state cache full for session '", seq.session,
-                         "' layer ", call.layer, ": ", status.message(), " [",
-                         CacheNumbers(cache_->Stats()), "]"));
+        status = absl::ResourceExhaustedError(absl::StrCat(
+            "state cache full for session '", seq.session, "' layer ", call.layer, ": ",
+            status.message(), " [", CacheNumbers(cache_->Stats()), "]"));
       }
       return status;
     }
@@ -397,18 +424,63 @@ void Engine::DropUnstartedCancelled(absl::Time now) {
       if (call.is_cancelled && call.is_cancelled()) {
         FinishCall(it, absl::CancelledError("cancelled by the client"));
       } else if (now >= call.deadline) {
-        FinishCall(it, absl::DeadlineExceededError(
-                           "deadline passed before the call could run"));
+        FinishCall(it, absl::DeadlineExceededError("deadline passed before the call could run"));
       }
     }
     it = next;
   }
 }
 
-void Engine::UpdateGauges() {
-  if (metrics_ == nullptr) return;
+void Engine::FinishCall(RunningList::iterator it, absl::Status status) {
+  std::unique_ptr<RunningCall> running = std::move(*it);
+  running_.erase(it);
+  ForwardCall& call = *running->call;
+  ForwardResult result;
+  for (size_t i = 0; i < call.sequences.size(); ++i) {
+    const ForwardSequence& seq = call.sequences[i];
+    if (status.ok()) {
+      const int64_t position = seq.position + seq.num_tokens;
+      cache_->Commit(running->leases[i], position);
+      result.positions.push_back(position);
+    } else {
+      cache_->Abort(running->leases[i]);
+    }
+    slots_.Release(running->slots[i]);
+    auto busy = busy_sessions_.find(seq.session);
+    if (busy != busy_sessions_.end() && --busy->second == 0) busy_sessions_.erase(busy);
+  }
+  if (!status.ok()) {
+    Deliver(std::move(running->call), std::move(status));
+    return;
+  }
+  // o in the call's row order: its batches' runs, sorted by first row.
+  std::sort(running->o.begin(), running->o.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& run : running->o) result.o.push_back(std::move(run.second));
+  Deliver(std::move(running->call), std::move(result));
+}
+
+void Engine::Deliver(std::unique_ptr<ForwardCall> call, absl::StatusOr<ForwardResult> result) {
+  size_t bytes = 0;
+  if (result.ok()) {
+    for (const wire::BytesRef& run : result->o) bytes += run.size;
+  }
+  if (bytes <= kInlineCompletionBytes && !has_incoming_ && completions_.idle()) {
+    call->done(std::move(result));
+    return;
+  }
+  completions_.Post([call = std::move(call), result = std::move(result)]() mutable {
+    call->done(std::move(result));
+  });
+}
+
+void Engine::MaybeRefreshGauges(absl::Time now, bool force) {
+  if (metrics_ == nullptr || (!force && now < next_gauges_)) return;
+  next_gauges_ = now + kGaugeInterval;
   metrics_->UpdateStateCache(cache_->Stats());
   metrics_->UpdateDeviceMemory(backend_->MemoryInfo());
+  const IoArenaStats io = arena_->Stats();
+  metrics_->UpdateIoBuffers(io.bytes_in_use, io.bytes_allocated, io.refusals);
 }
 
 }  // namespace gdn

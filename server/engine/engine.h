@@ -1,30 +1,44 @@
-// The engine: one thread that owns the Backend (its stream) and the
-// StateCache, and runs every Forward call and session command.
+// The engine: a pipeline that owns its memory. It admits Forward calls in
+// position order, plans batches across clients and layers, and keeps several
+// batches in flight on lanes (one backend stream each) while it plans the
+// next; it also runs every session command against the state cache.
 //
-// Threading: SubmitForward and RunSessionCommand are safe from any thread
-// (the gRPC handlers); they only enqueue. Everything else - admission, lease
-// acquisition, staging, kernel calls, commits and session commands - runs on
-// the engine thread, so the cache and the backend are touched by one thread.
-// Session commands run on the engine thread; ForwardCall::done runs on the
-// engine's finisher thread (callback_runner.h) so that filling, serializing
-// and writing responses overlaps the next batch. Neither may block.
+//   request threads        engine thread                         device
+//   ---------------        -------------                         ------
+//   read + check + pack    admit (slot per (session, layer),
+//   into an I/O block  ->  leases) -> plan a batch for a free  -> gather inputs,
+//   (forward_call.h)       lane -> one metadata upload           kernel, o down
+//                          ... next batch on another lane ...    into an I/O block
+//   completion threads <-  lane done: commit, o runs per call <-
+//   encode the response around o's bytes (no copy), finish the RPC
+//
+// Lanes: `decode_lanes` high-priority streams for decode batches (every
+// sequence 1..kMaxDecodeTokens tokens, whole) and `prefill_lanes` for
+// prefill chunks (under max_batch_tokens, aligned to 64): a long prefill
+// never stalls a decode. A lane holds one batch at a time. Batching adapts to
+// load: a call runs as soon as a lane of its kind is free; calls wait to be
+// merged only while every such lane is busy (and, with max_queue_delay > 0,
+// up to that long for a fuller batch while the device is busy).
 //
 // Ordering: per (session, layer), calls apply in `position` order, exactly
 // once (admission.h). A call is all or nothing across its sequences: it
-// takes every WriteLease before any of its work runs and commits them all
-// after its last chunk; a failure aborts them all.
+// takes every WriteLease at admission and commits them all after its last
+// batch completes; a failure aborts them all. Chunks of one prefill in
+// flight on two lanes are ordered on the device (the second lane waits for
+// the first's event); batches wait for the state cache's page copies on the
+// backend's own stream the same way.
 //
-// One iteration: admit waiting calls; drop admitted calls that were
-// cancelled or passed their deadline before running (abort their leases);
-// plan (batch_planner.h: decodes first, prefills in chunks under
-// max_batch_tokens, across clients and layers); stage, run one Decode and
-// one Prefill call, copy o back, synchronize; complete finished calls.
-// On the cuda backend (--decode_graphs, default on) the decode call is
-// padded to a bucket of sequences and replayed as a CUDA graph; the staging
-// copies are ordered around the graph on the same stream (DecodeRunner).
+// Threading: SubmitForward, RunSessionCommand, SetSessionRestorer,
+// FailPendingCalls, Stop and arena() are safe from any thread (they only
+// enqueue, or are immutable). Everything else - admission, slots, leases,
+// the cache, the backend and its streams, planning, staging, completion of
+// batches - runs on the engine thread. `done` runs on a completion thread,
+// or on the engine thread itself for a small response when the completion
+// threads are idle (one thread hop less for a lone call).
 #ifndef GDN_SERVER_ENGINE_ENGINE_H_
 #define GDN_SERVER_ENGINE_ENGINE_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -40,20 +54,19 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "kernels/backend.h"
-#include "kernels/decode_runner.h"
-#include "server/engine/batch_planner.h"
-#include "server/engine/callback_runner.h"
+#include "server/engine/completion_pool.h"
 #include "server/engine/forward_call.h"
+#include "server/engine/io_arena.h"
+#include "server/engine/slot_table.h"
 #include "server/ops/metrics.h"
 #include "server/ops/server_config.h"
-#include "server/engine/staging_buffers.h"
 #include "state_cache/state_cache.h"
 
 namespace gdn {
 
 // Facts fixed at start (safe to read from any thread).
 struct EngineInfo {
-  std::string backend_name;        // "cpu" or "cuda"
+  std::string backend_name;  // "cpu" or "cuda"
   std::string device_description;
   StatePageLayout layout;
   int64_t device_pages = 0;
@@ -66,17 +79,20 @@ class Engine {
   using SessionCommand = std::function<void(StateCache& cache)>;
 
   // Creates the state cache on `backend` (budgets from `config`, 0 = the
-  // backend's default) and starts the engine thread. `metrics` may be null.
-  static absl::StatusOr<std::unique_ptr<Engine>> Create(
-      const ServerConfig& config, std::unique_ptr<Backend> backend,
-      ServerMetrics* metrics);
+  // backend's default), the lanes and the I/O arena, and starts the engine
+  // thread. `metrics` may be null.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const ServerConfig& config,
+                                                        std::unique_ptr<Backend> backend,
+                                                        ServerMetrics* metrics);
   ~Engine();  // Stop()
 
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Any thread. The call's `done` is called exactly once on the finisher
-  // thread (forward_call.h).
+  // Where request threads pack inputs (forward_call.h). Any thread.
+  IoArena& arena() { return *arena_; }
+
+  // Any thread. The call's `done` is called exactly once (forward_call.h).
   void SubmitForward(std::unique_ptr<ForwardCall> call);
   // Any thread. Runs `command` on the engine thread once `session` (empty:
   // none) has no running Forward call; Forward calls for that session that
@@ -88,12 +104,11 @@ class Engine {
   // OK when the cache now holds it; NotFound when there is nothing to restore
   // (the call then fails NOT_FOUND as usual); any other status fails the
   // call with it. Any thread; set it before the first call.
-  using SessionRestorer =
-      std::function<absl::Status(StateCache& cache, const std::string& id)>;
+  using SessionRestorer = std::function<absl::Status(StateCache& cache, const std::string& id)>;
   void SetSessionRestorer(SessionRestorer restorer);
 
   // Any thread (a drain past its timeout): fails every call that has not
-  // started running - parked, or admitted but before its first chunk - with
+  // started running - parked, or admitted but with no batch yet - with
   // `status`; its leases are aborted, so it changes nothing. Calls already
   // running complete.
   void FailPendingCalls(absl::Status status);
@@ -106,45 +121,51 @@ class Engine {
 
  private:
   struct RunningCall;
-  struct PhaseBatch;
+  struct BatchEntry;
+  struct Lane;
+  using RunningList = std::list<std::unique_ptr<RunningCall>>;
 
   Engine(const ServerConfig& config, std::unique_ptr<Backend> backend,
-         std::unique_ptr<StateCache> cache,
-         std::unique_ptr<DecodeRunner> decode_runner, ServerMetrics* metrics);
+         std::unique_ptr<StateCache> cache, ServerMetrics* metrics);
+  absl::Status CreateLanes();
 
-  // Engine thread.
+  // Engine thread: the loop and what it runs (engine.cc).
   void Loop();
-  void TakeIncoming(std::unique_lock<std::mutex>& lock);
+  void TakeIncoming();
   void RunCommands();
   void ExpireIdleSessions(absl::Time now);
   void AdmitWaiting(absl::Time now);
-  absl::Status AcquireLeases(const ForwardCall& call,
-                             std::vector<WriteLease>* leases);
+  absl::Status AcquireLeases(const ForwardCall& call, std::vector<WriteLease>* leases);
+  absl::Status RestoreMissingSessions(const ForwardCall& call);
   void DropUnstartedCancelled(absl::Time now);
-  void RunIteration();
-  absl::Status StagePhase(PhaseBatch& batch, StagingBuffers& staging);
-  void ScatterOutputs(const PhaseBatch& batch, const StagingBuffers& staging);
-  void FinishCall(std::list<std::unique_ptr<RunningCall>>::iterator it,
-                  absl::Status status);
   void FailWaiting(std::unique_ptr<ForwardCall> call, absl::Status status);
   void FailPending(const absl::Status& status);
-  absl::Status RestoreMissingSessions(const ForwardCall& call);
-  bool ReadyToRunNow(absl::Time now, absl::Time* fill_deadline) const;
+  void FinishCall(RunningList::iterator it, absl::Status status);
+  void Deliver(std::unique_ptr<ForwardCall> call, absl::StatusOr<ForwardResult> result);
   absl::Time NextWake(absl::Time now) const;
-  void UpdateGauges();
+  void MaybeRefreshGauges(absl::Time now, bool force);
+  // Waits (spins briefly, then sleeps) until a lane may be done, a call or
+  // command arrives, or `until`.
+  void WaitForWork(absl::Time until);
+
+  // Engine thread: batches on lanes (engine_batches.cc).
+  bool LaunchBatches(absl::Time now, bool stopping);
+  bool PlanBatch(bool decode, std::vector<BatchEntry>* entries);
+  absl::Status StageAndLaunch(Lane& lane);
+  bool CompleteLanes();
+  void CompleteLane(Lane& lane, absl::Status status);
+  bool AnyLaneBusy() const;
 
   const ServerConfig config_;
   GdnOptions kernel_options_;  // config_.options with gating forced to direct
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<StateCache> cache_;
-  // Decode batches: direct, or padded to a bucket and replayed as a CUDA
-  // graph (kernels/decode_runner.h; --decode_graphs). Declared after
-  // backend_ (it holds a reference to it) and destroyed before it.
-  std::unique_ptr<DecodeRunner> decode_runner_;
+  std::unique_ptr<IoArena> arena_;
+  std::vector<std::unique_ptr<Lane>> lanes_;  // decode lanes first
   ServerMetrics* metrics_;
   EngineInfo info_;
-  StagingBuffers decode_staging_;
-  StagingBuffers prefill_staging_;
+  // --diagnostic_no_compute: o of every call, never written (zero pages).
+  std::shared_ptr<const char> zeros_;
 
   // Shared with submitting threads.
   std::mutex mu_;
@@ -155,18 +176,19 @@ class Engine {
   bool fail_pending_requested_ = false;
   absl::Status pending_failure_;
   SessionRestorer incoming_restorer_;
+  std::atomic<bool> has_incoming_{false};  // lets the engine poll without the lock
   std::thread thread_;
-  // Runs finished calls' `done` off the engine thread (callback_runner.h).
-  CallbackRunner finisher_;
+  CompletionPool completions_;
 
   // Engine thread only.
-  std::deque<std::unique_ptr<ForwardCall>> waiting_;    // arrival order
-  std::list<std::unique_ptr<RunningCall>> running_;     // admission order
-  absl::flat_hash_map<StateKey, const RunningCall*> busy_keys_;
+  std::deque<std::unique_ptr<ForwardCall>> waiting_;  // arrival order
+  RunningList running_;                               // admission order
+  SlotTable<RunningCall> slots_;
   absl::flat_hash_map<std::string, int> busy_sessions_;  // running calls
   std::deque<std::pair<std::string, SessionCommand>> commands_;
   absl::flat_hash_map<std::string, int> sessions_with_commands_;
   absl::Time next_expiry_check_ = absl::InfinitePast();
+  absl::Time next_gauges_ = absl::InfinitePast();
   SessionRestorer restorer_;  // from incoming_restorer_
 };
 

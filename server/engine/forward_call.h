@@ -1,7 +1,8 @@
 // One validated Forward request on its way through the engine: which
-// (session, layer) states it advances, where its input rows are, and how to
-// report back. Built by the gRPC handlers (request_validation.h), owned by
-// the engine thread from SubmitForward until `done` is called.
+// (session, layer) states it advances, its inputs already packed and checked
+// in an I/O block, and how to report back. Built by the request threads
+// (server/rpc/forward_request_reader.h), owned by the engine from
+// SubmitForward until `done` is called.
 #ifndef GDN_SERVER_ENGINE_FORWARD_CALL_H_
 #define GDN_SERVER_ENGINE_FORWARD_CALL_H_
 
@@ -13,7 +14,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "gdn/v1/gdn.pb.h"
+#include "proto/forward_wire.h"
+#include "server/engine/input_layout.h"
+#include "server/engine/io_arena.h"
 
 namespace gdn {
 
@@ -26,20 +29,28 @@ struct ForwardSequence {
   int32_t row_offset = 0;
 };
 
+// The call's inputs, packed by the request thread in `layout` (T tokens)
+// inside `block`: every value finite, g <= 0, beta in [0, 1], fused gating
+// already folded into g and beta. The engine's kernels read them from here
+// (the backend can read this memory directly: io_arena.h).
+struct PackedInputs {
+  std::shared_ptr<IoBlock> block;
+  InputLayout layout;
+};
+
 struct ForwardResult {
-  std::string o;                    // [T, Hv, V] raw activation-dtype bytes
-  std::vector<int64_t> positions;   // new position per sequence
+  // o [T, Hv, V] in the activation dtype, in row order, as runs of host
+  // memory that stay valid while held (the batches' output blocks): the
+  // response is encoded around them without copying (forward_wire.h).
+  std::vector<wire::BytesRef> o;
+  std::vector<int64_t> positions;  // new position per sequence
 };
 
 struct ForwardCall {
   int32_t layer = 0;
   std::vector<ForwardSequence> sequences;
   int32_t total_tokens = 0;  // T
-
-  // The request whose tensors hold the inputs; valid until `done` returns
-  // (either the gRPC-owned message or `owned_request`).
-  const gdn::v1::ForwardRequest* request = nullptr;
-  std::unique_ptr<gdn::v1::ForwardRequest> owned_request;
+  PackedInputs inputs;
 
   absl::Time deadline = absl::InfiniteFuture();
   // Safe from the engine thread: whether the client has gone away.
@@ -47,9 +58,9 @@ struct ForwardCall {
   absl::Time enqueued = absl::Now();
   std::string method;  // metric label: "Forward" or "ForwardStream"
 
-  // Called exactly once, on the engine's finisher thread (one thread, in the
-  // order calls finished; server/engine/callback_runner.h), or on the submitting
-  // thread when the engine is stopped. Must not block.
+  // Called exactly once: on a completion thread (completion_pool.h) or the
+  // engine thread, or on the submitting thread when the engine is stopped.
+  // Must not block.
   std::function<void(absl::StatusOr<ForwardResult>)> done;
 };
 

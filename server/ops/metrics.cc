@@ -43,15 +43,15 @@ ServerMetrics::ServerMetrics(absl::string_view version,
                             .Register(*registry_)),
       queue_duration_(BuildHistogram()
                           .Name("gdn_queue_duration_seconds")
-                          .Help("Forward time from submission to first kernel")
+                          .Help("Forward time from submission to its first batch")
                           .Register(*registry_)),
       batch_size_(BuildHistogram()
                       .Name("gdn_batch_size")
-                      .Help("Sequences per kernel call")
+                      .Help("Sequences per batch")
                       .Register(*registry_)),
       batch_tokens_(BuildHistogram()
                         .Name("gdn_batch_tokens")
-                        .Help("Tokens per kernel call")
+                        .Help("Tokens per batch")
                         .Register(*registry_)),
       tokens_(BuildCounter()
                   .Name("gdn_tokens_total")
@@ -59,8 +59,12 @@ ServerMetrics::ServerMetrics(absl::string_view version,
                   .Register(*registry_)),
       kernel_duration_(BuildHistogram()
                            .Name("gdn_kernel_duration_seconds")
-                           .Help("Kernel call time, staging to synchronized")
+                           .Help("Batch time on its lane: launch (gather, kernel, o download) to seen done")
                            .Register(*registry_)),
+      batches_in_flight_(BuildGauge()
+                             .Name("gdn_engine_batches_in_flight")
+                             .Help("Batches on the engine's lanes by phase")
+                             .Register(*registry_)),
       sessions_(BuildGauge()
                     .Name("gdn_sessions")
                     .Help("Open sessions")
@@ -109,28 +113,17 @@ ServerMetrics::ServerMetrics(absl::string_view version,
                         .Help("Device memory in all")
                         .Register(*registry_)
                         .Add({})),
-      decode_graph_captures_(BuildCounter()
-                                 .Name("gdn_decode_graph_captures_total")
-                                 .Help("Decode CUDA graphs captured (one per "
-                                       "batch-size bucket)")
-                                 .Register(*registry_)
-                                 .Add({})),
-      decode_graph_replays_(BuildCounter()
-                                .Name("gdn_decode_graph_replays_total")
-                                .Help("Decode batches run as a CUDA graph launch")
-                                .Register(*registry_)
-                                .Add({})),
-      decode_direct_runs_(BuildCounter()
-                              .Name("gdn_decode_direct_runs_total")
-                              .Help("Decode batches run without a graph")
-                              .Register(*registry_)
-                              .Add({})),
-      decode_padding_seqs_(BuildCounter()
-                               .Name("gdn_decode_padding_sequences_total")
-                               .Help("Padding sequences added to fill a "
-                                     "decode graph's bucket")
-                               .Register(*registry_)
-                               .Add({})),
+      io_bytes_(BuildGauge()
+                    .Name("gdn_io_buffer_bytes")
+                    .Help("Host I/O memory of the engine: in use by calls in flight, allocated")
+                    .Register(*registry_)),
+      io_in_use_(io_bytes_.Add({{"state", "in_use"}})),
+      io_allocated_(io_bytes_.Add({{"state", "allocated"}})),
+      io_refusals_(BuildCounter()
+                       .Name("gdn_io_buffer_refusals_total")
+                       .Help("Forward calls refused because the I/O memory was full")
+                       .Register(*registry_)
+                       .Add({})),
       snapshots_written_(BuildCounter()
                              .Name("gdn_snapshot_sessions_written_total")
                              .Help("Sessions written to --snapshot_dir by a "
@@ -162,38 +155,77 @@ ServerMetrics::ServerMetrics(absl::string_view version,
       .Register(*registry_)
       .Add({{"version", std::string(version)}, {"backend", std::string(backend)}})
       .Set(1);
-  // Pre-create the phase series so a scrape shows them before any traffic.
-  for (const char* phase : {"decode", "prefill"}) {
-    tokens_.Add({{"phase", phase}});
+  // The phase series exist from the start (a scrape shows them before any
+  // traffic), and their handles are kept.
+  const char* names[] = {"decode", "prefill"};
+  for (int i = 0; i < 2; ++i) {
+    const prometheus::Labels labels = {{"phase", names[i]}};
+    phases_[i].size = &batch_size_.Add(labels, CountBuckets());
+    phases_[i].tokens_histogram = &batch_tokens_.Add(labels, CountBuckets());
+    phases_[i].tokens = &tokens_.Add(labels);
+    phases_[i].duration = &kernel_duration_.Add(labels, LatencyBuckets());
+    phases_[i].in_flight = &batches_in_flight_.Add(labels);
   }
 }
 
-void ServerMetrics::RecordRequest(absl::string_view method,
-                                  absl::StatusCode code,
+ServerMetrics::MethodHandles& ServerMetrics::Method(absl::string_view method) {
+  auto it = methods_.find(method);
+  if (it != methods_.end()) return it->second;
+  MethodHandles& h = methods_[std::string(method)];
+  const prometheus::Labels labels = {{"method", std::string(method)}};
+  h.duration = &request_duration_.Add(labels, LatencyBuckets());
+  return h;
+}
+
+ServerMetrics::PhaseHandles& ServerMetrics::Phase(absl::string_view phase) {
+  return phases_[phase == "decode" ? 0 : 1];
+}
+
+void ServerMetrics::RecordRequest(absl::string_view method, absl::StatusCode code,
                                   absl::Duration duration) {
-  requests_
-      .Add({{"method", std::string(method)},
-            {"code", absl::StatusCodeToString(code)}})
-      .Increment();
-  request_duration_.Add({{"method", std::string(method)}}, LatencyBuckets())
-      .Observe(absl::ToDoubleSeconds(duration));
+  prometheus::Counter* counter;
+  prometheus::Histogram* histogram;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    MethodHandles& h = Method(method);
+    const size_t c = static_cast<size_t>(code) < h.by_code.size() ? static_cast<size_t>(code)
+                                                                  : 2;  // kUnknown
+    if (h.by_code[c] == nullptr) {
+      h.by_code[c] = &requests_.Add({{"method", std::string(method)},
+                                     {"code", absl::StatusCodeToString(code)}});
+    }
+    counter = h.by_code[c];
+    histogram = h.duration;
+  }
+  counter->Increment();
+  histogram->Observe(absl::ToDoubleSeconds(duration));
 }
 
-void ServerMetrics::RecordQueueDelay(absl::string_view method,
-                                     absl::Duration delay) {
-  queue_duration_.Add({{"method", std::string(method)}}, LatencyBuckets())
-      .Observe(absl::ToDoubleSeconds(delay));
+void ServerMetrics::RecordQueueDelay(absl::string_view method, absl::Duration delay) {
+  prometheus::Histogram* histogram;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    MethodHandles& h = Method(method);
+    if (h.queue == nullptr) {
+      h.queue = &queue_duration_.Add({{"method", std::string(method)}}, LatencyBuckets());
+    }
+    histogram = h.queue;
+  }
+  histogram->Observe(absl::ToDoubleSeconds(delay));
 }
 
-void ServerMetrics::RecordBatch(absl::string_view phase, int num_seqs,
-                                int64_t tokens,
-                                absl::Duration kernel_duration) {
-  const prometheus::Labels labels = {{"phase", std::string(phase)}};
-  batch_size_.Add(labels, CountBuckets()).Observe(num_seqs);
-  batch_tokens_.Add(labels, CountBuckets()).Observe(static_cast<double>(tokens));
-  tokens_.Add(labels).Increment(static_cast<double>(tokens));
-  kernel_duration_.Add(labels, LatencyBuckets())
-      .Observe(absl::ToDoubleSeconds(kernel_duration));
+void ServerMetrics::RecordBatchLaunched(absl::string_view phase) {
+  Phase(phase).in_flight->Increment();
+}
+
+void ServerMetrics::RecordBatch(absl::string_view phase, int num_seqs, int64_t tokens,
+                                absl::Duration duration) {
+  PhaseHandles& h = Phase(phase);
+  h.in_flight->Decrement();
+  h.size->Observe(num_seqs);
+  h.tokens_histogram->Observe(static_cast<double>(tokens));
+  h.tokens->Increment(static_cast<double>(tokens));
+  h.duration->Observe(absl::ToDoubleSeconds(duration));
 }
 
 void ServerMetrics::UpdateStateCache(const StateCacheStats& s) {
@@ -228,18 +260,13 @@ void ServerMetrics::UpdateDeviceMemory(const DeviceMemoryInfo& memory) {
   device_total_.Set(static_cast<double>(memory.total_bytes));
 }
 
-void ServerMetrics::RecordDecodeRunner(const DecodeRunnerStats& stats,
-                                       int64_t padding_seqs) {
-  AddCounter(decode_graph_captures_, stats.graph_captures,
-             last_decode_stats_.graph_captures);
-  AddCounter(decode_graph_replays_, stats.graph_replays,
-             last_decode_stats_.graph_replays);
-  AddCounter(decode_direct_runs_, stats.direct_runs,
-             last_decode_stats_.direct_runs);
-  last_decode_stats_ = stats;
-  if (padding_seqs > 0) {
-    decode_padding_seqs_.Increment(static_cast<double>(padding_seqs));
-  }
+void ServerMetrics::UpdateIoBuffers(int64_t bytes_in_use, int64_t bytes_allocated,
+                                    uint64_t refusals) {
+  io_in_use_.Set(static_cast<double>(bytes_in_use));
+  io_allocated_.Set(static_cast<double>(bytes_allocated));
+  std::lock_guard<std::mutex> lock(mu_);
+  AddCounter(io_refusals_, refusals, last_io_refusals_);
+  last_io_refusals_ = refusals;
 }
 
 void ServerMetrics::RecordSnapshotWritten(bool ok) {

@@ -1,41 +1,48 @@
 // Prometheus metrics of gdn-server: base units, `gdn_` prefix, no session ids
-// in labels. prometheus-cpp metrics are thread-safe: the gRPC handlers record
-// requests, the engine thread records batches and cache gauges.
+// in labels. prometheus-cpp metrics are thread-safe: the request threads
+// record requests, the engine thread records batches and gauges.
 //
 //   gdn_requests_total{method,code}            counter
 //   gdn_request_duration_seconds{method}       histogram, handler -> finish
-//   gdn_queue_duration_seconds{method}         histogram, submit -> first kernel
-//   gdn_batch_size{phase}, gdn_batch_tokens{phase}    histograms per kernel call
+//   gdn_queue_duration_seconds{method}         histogram, submit -> first batch launched
+//   gdn_batch_size{phase}, gdn_batch_tokens{phase}    histograms per batch
 //   gdn_tokens_total{phase}                    counter
-//   gdn_kernel_duration_seconds{phase}         histogram, launch -> synchronized
+//   gdn_kernel_duration_seconds{phase}         histogram, batch launch -> seen done
+//                                              (gather, kernel and o download)
+//   gdn_engine_batches_in_flight{phase}        gauge, batches on the engine's lanes
 //   gdn_sessions                               gauge
 //   gdn_state_cache_pages{tier,state}          gauge, state = used/free/pinned
 //   gdn_state_cache_bytes{tier,state}          gauge
 //   gdn_state_{spills,restores,evictions}_total, gdn_sessions_expired_total,
 //   gdn_cow_copies_total                       counters (from the cache)
 //   gdn_device_memory_{used,total}_bytes       gauges
-//   gdn_decode_graph_captures_total            counter, decode CUDA graphs captured
-//   gdn_decode_graph_replays_total             counter, decode batches run as a graph
-//   gdn_decode_direct_runs_total               counter, decode batches run without
-//   gdn_decode_padding_sequences_total         counter, sequences padded to a bucket
+//   gdn_io_buffer_bytes{state}                 gauge, state = in_use/allocated:
+//                                              host I/O memory of calls in flight
+//   gdn_io_buffer_refusals_total               counter, calls refused for lack of it
 //   gdn_snapshot_sessions_written_total        counter, drain -> --snapshot_dir
 //   gdn_snapshot_write_failures_total          counter, sessions not written
 //   gdn_snapshot_sessions_restored_total       counter, restored on first use
 //   gdn_snapshot_restore_failures_total        counter, snapshot files that
 //                                              could not be restored
 //   gdn_build_info{version,backend}            gauge = 1
+//
+// Handles are looked up once: phases at construction, methods on their first
+// use (then a small map under a mutex), so recording costs no label building.
+// Gauges from the cache, the device and the I/O arena are refreshed by the
+// engine on a timer, not per batch.
 #ifndef GDN_SERVER_OPS_METRICS_H_
 #define GDN_SERVER_OPS_METRICS_H_
 
+#include <array>
 #include <memory>
 #include <mutex>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "kernels/backend.h"
-#include "kernels/decode_runner.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -52,24 +59,38 @@ class ServerMetrics {
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
   // One finished RPC (any method), its status code and duration.
-  void RecordRequest(absl::string_view method, absl::StatusCode code,
-                     absl::Duration duration);
-  // Time a Forward call waited from submission until its first kernel call.
+  void RecordRequest(absl::string_view method, absl::StatusCode code, absl::Duration duration);
+  // Time a Forward call waited from submission until its first batch.
   void RecordQueueDelay(absl::string_view method, absl::Duration delay);
-  // One kernel call ("decode" or "prefill").
+  // A batch ("decode" or "prefill") went onto a lane / came back done.
+  void RecordBatchLaunched(absl::string_view phase);
   void RecordBatch(absl::string_view phase, int num_seqs, int64_t tokens,
-                   absl::Duration kernel_duration);
+                   absl::Duration duration);
   // Gauges and cache counters from a stats snapshot (engine thread).
   void UpdateStateCache(const StateCacheStats& stats);
   void UpdateDeviceMemory(const DeviceMemoryInfo& memory);
-  // After a decode call (engine thread): the runner's monotone counters and
-  // the padding sequences of this call.
-  void RecordDecodeRunner(const DecodeRunnerStats& stats, int64_t padding_seqs);
+  // The engine's I/O arena (server/engine/io_arena.h); refusals is monotone.
+  void UpdateIoBuffers(int64_t bytes_in_use, int64_t bytes_allocated, uint64_t refusals);
   // --snapshot_dir (server/sessions/session_snapshot_dir.h).
   void RecordSnapshotWritten(bool ok);
   void RecordSnapshotRestored(bool ok);
 
  private:
+  struct MethodHandles {
+    prometheus::Histogram* duration = nullptr;
+    prometheus::Histogram* queue = nullptr;
+    std::array<prometheus::Counter*, 17> by_code{};  // absl::StatusCode 0..16
+  };
+  struct PhaseHandles {
+    prometheus::Histogram* size = nullptr;
+    prometheus::Histogram* tokens_histogram = nullptr;
+    prometheus::Counter* tokens = nullptr;
+    prometheus::Histogram* duration = nullptr;
+    prometheus::Gauge* in_flight = nullptr;
+  };
+  MethodHandles& Method(absl::string_view method);  // under mu_
+  PhaseHandles& Phase(absl::string_view phase);
+
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Histogram>& request_duration_;
@@ -78,6 +99,7 @@ class ServerMetrics {
   prometheus::Family<prometheus::Histogram>& batch_tokens_;
   prometheus::Family<prometheus::Counter>& tokens_;
   prometheus::Family<prometheus::Histogram>& kernel_duration_;
+  prometheus::Family<prometheus::Gauge>& batches_in_flight_;
   prometheus::Gauge& sessions_;
   prometheus::Family<prometheus::Gauge>& cache_pages_;
   prometheus::Family<prometheus::Gauge>& cache_bytes_;
@@ -88,20 +110,22 @@ class ServerMetrics {
   prometheus::Counter& cow_copies_;
   prometheus::Gauge& device_used_;
   prometheus::Gauge& device_total_;
-  prometheus::Counter& decode_graph_captures_;
-  prometheus::Counter& decode_graph_replays_;
-  prometheus::Counter& decode_direct_runs_;
-  prometheus::Counter& decode_padding_seqs_;
-  DecodeRunnerStats last_decode_stats_;  // engine thread only
+  prometheus::Family<prometheus::Gauge>& io_bytes_;
+  prometheus::Gauge& io_in_use_;
+  prometheus::Gauge& io_allocated_;
+  prometheus::Counter& io_refusals_;
   prometheus::Counter& snapshots_written_;
   prometheus::Counter& snapshot_write_failures_;
   prometheus::Counter& snapshots_restored_;
   prometheus::Counter& snapshot_restore_failures_;
+  std::array<PhaseHandles, 2> phases_;  // decode, prefill
 
-  // Cache counters are monotone in the cache; the last snapshot seen turns
-  // them into increments.
   std::mutex mu_;
+  absl::flat_hash_map<std::string, MethodHandles> methods_;
+  // Cache and arena counters are monotone at their source; the last snapshot
+  // seen turns them into increments.
   StateCacheStats last_stats_;
+  uint64_t last_io_refusals_ = 0;
 };
 
 // Exponential latency buckets from 25 us to past 10 s (x1.25 each: a P99

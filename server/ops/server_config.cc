@@ -20,6 +20,20 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (c.max_queue_delay < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("max_queue_delay_us must be >= 0");
   }
+  if (c.grpc_window_bytes < 0 || c.grpc_max_frame_bytes < 0 ||
+      c.grpc_max_frame_bytes > (16 << 20) - 1) {
+    return absl::InvalidArgumentError(
+        "grpc_window_bytes must be >= 0 and grpc_max_frame_bytes in [0, 16 MiB - 1]");
+  }
+  if (c.decode_lanes < 1 || c.prefill_lanes < 1 || c.completion_threads < 1) {
+    return absl::InvalidArgumentError(
+        "decode_lanes, prefill_lanes and completion_threads must be >= 1");
+  }
+  if (c.io_buffer_bytes < size_t{c.max_message_bytes} * 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "io_buffer_bytes must hold at least two messages (2 x max_message_bytes = ",
+        2 * c.max_message_bytes, "), got ", c.io_buffer_bytes));
+  }
   if (c.idle_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("idle_timeout_s must be > 0");
   }
@@ -67,9 +81,13 @@ std::string DescribeServerConfig(const ServerConfig& c) {
   absl::StrAppend(&out, "  max_batch_tokens = ", c.max_batch_tokens, "\n");
   absl::StrAppend(&out, "  max_queue_delay = ",
                   absl::FormatDuration(c.max_queue_delay), "\n");
-  absl::StrAppend(&out, "  decode_graphs = ", c.decode_graphs ? "true" : "false",
-                  "\n");
+  absl::StrAppend(&out, "  lanes = ", c.decode_lanes, " decode, ", c.prefill_lanes,
+                  " prefill\n");
+  absl::StrAppend(&out, "  completion_threads = ", c.completion_threads, "\n");
+  absl::StrAppend(&out, "  io_buffer_bytes = ", FormatByteSize(c.io_buffer_bytes), "\n");
   absl::StrAppend(&out, "  max_message_bytes = ", c.max_message_bytes, "\n");
+  absl::StrAppend(&out, "  grpc window / max frame = ", c.grpc_window_bytes, " / ",
+                  c.grpc_max_frame_bytes, " bytes (0 = gRPC default)\n");
   absl::StrAppend(&out, "  drain_timeout = ",
                   absl::FormatDuration(c.drain_timeout), "\n");
   absl::StrAppend(&out, "  snapshot_dir = ",

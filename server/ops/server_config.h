@@ -16,7 +16,9 @@
 namespace gdn {
 
 struct ServerConfig {
-  std::string listen = "127.0.0.1:50051";          // gRPC, port 0 = pick one
+  // gRPC: HOST:PORT (port 0 = pick one) or unix:/path (a Unix socket, for
+  // clients on the same host).
+  std::string listen = "127.0.0.1:50051";
   std::string metrics_listen = "127.0.0.1:9464";   // Prometheus, port 0 = pick
   BackendConfig backend;
 
@@ -29,16 +31,28 @@ struct ServerConfig {
   bool evict_lru_when_full = false;
   absl::Duration idle_timeout = absl::Seconds(600);
 
-  // Batching: tokens per prefill kernel call, and how long the engine waits to
-  // fill a batch that is not full.
+  // Batching (server/engine/engine.h): tokens per kernel call (long
+  // prefills are chunked), and how long a batch that is not full may wait
+  // for more calls while every lane of its kind is busy (0: launch as soon
+  // as a lane is free; a lone call never waits).
   int64_t max_batch_tokens = 8192;
-  absl::Duration max_queue_delay = absl::Microseconds(200);
-  // cuda backend: decode batches padded to a bucket of sequences (powers of
-  // two up to max_batch_tokens) and replayed as per-bucket CUDA graphs
-  // (kernels/decode_runner.h). No effect on the cpu backend.
-  bool decode_graphs = true;
+  absl::Duration max_queue_delay = absl::ZeroDuration();
+  // Pipeline lanes (backend streams, one batch in flight each): decode
+  // batches and prefill chunks on lanes of their own.
+  int decode_lanes = 2;
+  int prefill_lanes = 2;
+  // Threads that finish calls (encode and send responses).
+  int completion_threads = 2;
+  // Host I/O memory for inputs and outputs of calls in flight (pinned on
+  // cuda): more at once fails new calls with RESOURCE_EXHAUSTED.
+  size_t io_buffer_bytes = size_t{4} << 30;
 
+  // gRPC transport (proto/grpc_transport.h): the message limit, the HTTP/2
+  // stream window offered up front and the largest DATA frame accepted
+  // (0: gRPC's own defaults, 64 KiB windows and 16 KiB frames).
   int64_t max_message_bytes = 64 << 20;
+  int32_t grpc_window_bytes = 64 << 20;
+  int32_t grpc_max_frame_bytes = 1 << 20;
 
   // DIAGNOSTIC ONLY (gdn-bench's transport ceiling): Forward calls are
   // validated, admitted in position order, batched and answered, but no

@@ -1,5 +1,6 @@
 #include "server/ops/server_flags.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -8,7 +9,8 @@
 #include "server/ops/byte_size.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
-          "gRPC address HOST:PORT (port 0 picks a free port)");
+          "gRPC address HOST:PORT (port 0 picks a free port), or unix:/path "
+          "for a Unix domain socket (same-host clients)");
 ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "Prometheus /metrics address HOST:PORT (port 0 picks a free port)");
 ABSL_FLAG(std::string, backend, "auto",
@@ -38,13 +40,27 @@ ABSL_FLAG(int64_t, idle_timeout_s, 600,
           "close sessions idle for this many seconds");
 ABSL_FLAG(int64_t, max_batch_tokens, 8192,
           "prefill tokens per kernel call (long prefills are chunked)");
-ABSL_FLAG(int64_t, max_queue_delay_us, 200,
-          "how long the engine waits to fill a batch that is not full");
-ABSL_FLAG(bool, decode_graphs, true,
-          "cuda backend: run decode batches as CUDA graphs per batch-size "
-          "bucket (padded to a power of two); false = one launch per batch");
+ABSL_FLAG(int64_t, max_queue_delay_us, 0,
+          "how long a batch that is not full may wait for more calls while "
+          "every lane of its kind is busy (0: launch when a lane is free; a "
+          "lone call never waits)");
+ABSL_FLAG(int32_t, decode_lanes, 2,
+          "decode batches in flight at once (one backend stream each)");
+ABSL_FLAG(int32_t, prefill_lanes, 2,
+          "prefill chunks in flight at once (one backend stream each)");
+ABSL_FLAG(int32_t, completion_threads, 2,
+          "threads that encode and send Forward responses");
+ABSL_FLAG(gdn::ByteSize, io_buffer_bytes, gdn::ByteSize{size_t{4} << 30},
+          "host memory for the inputs and outputs of calls in flight (pinned "
+          "on cuda); beyond it new calls fail with RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, max_message_bytes, 64 << 20,
           "largest gRPC message received or sent");
+ABSL_FLAG(gdn::ByteSize, grpc_window_bytes, gdn::ByteSize{64 << 20},
+          "HTTP/2 stream window offered to clients up front, so a large "
+          "request is sent without waiting for window updates (0: gRPC's "
+          "default)");
+ABSL_FLAG(gdn::ByteSize, grpc_max_frame_bytes, gdn::ByteSize{1 << 20},
+          "largest HTTP/2 DATA frame accepted (0: gRPC's default 16KiB)");
 ABSL_FLAG(int32_t, cpu_threads, 0, "cpu backend threads (0 = one per core)");
 ABSL_FLAG(int64_t, drain_timeout_s, 10,
           "on SIGTERM / SIGINT, how long in-flight calls may take to finish");
@@ -101,7 +117,14 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags() {
   c.idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_idle_timeout_s));
   c.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   c.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
-  c.decode_graphs = absl::GetFlag(FLAGS_decode_graphs);
+  c.grpc_window_bytes = static_cast<int32_t>(
+      std::min<size_t>(absl::GetFlag(FLAGS_grpc_window_bytes).bytes, INT32_MAX));
+  c.grpc_max_frame_bytes = static_cast<int32_t>(
+      std::min<size_t>(absl::GetFlag(FLAGS_grpc_max_frame_bytes).bytes, INT32_MAX));
+  c.decode_lanes = absl::GetFlag(FLAGS_decode_lanes);
+  c.prefill_lanes = absl::GetFlag(FLAGS_prefill_lanes);
+  c.completion_threads = absl::GetFlag(FLAGS_completion_threads);
+  c.io_buffer_bytes = absl::GetFlag(FLAGS_io_buffer_bytes).bytes;
   c.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   c.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
   c.diagnostic_no_compute = absl::GetFlag(FLAGS_diagnostic_no_compute);

@@ -2,9 +2,9 @@
 
 #include <utility>
 
+#include "server/rpc/forward_request_reader.h"
 #include "server/rpc/forward_response.h"
 #include "server/rpc/grpc_status.h"
-#include "server/rpc/request_validation.h"
 
 namespace gdn {
 
@@ -16,78 +16,81 @@ ForwardStreamReactor::ForwardStreamReactor(const ServiceContext* service,
 }
 
 void ForwardStreamReactor::StartNextReadLocked() {
-  reading_ = std::make_unique<gdn::v1::ForwardRequest>();
+  reading_.Clear();
   read_pending_ = true;
-  StartRead(reading_.get());
+  StartRead(&reading_);
 }
 
 void ForwardStreamReactor::OnReadDone(bool ok) {
-  std::unique_ptr<ForwardCall> call = ValidateAndQueue(ok);
-  // Outside the lock: SubmitForward may complete the call at once (when the
-  // engine is stopping), and the completion takes the lock.
+  if (!ok) {  // the client half-closed, or the call ended
+    std::lock_guard<std::mutex> lock(mu_);
+    read_pending_ = false;
+    reads_done_ = true;
+    reading_.Clear();
+    MaybeFinishLocked();
+    return;
+  }
+  // Packing runs outside the lock (it reads the whole request once);
+  // SubmitForward too, since it may complete the call at once (when the
+  // engine is stopping) and the completion takes the lock. The next read
+  // starts only after this request was submitted: stream order is the
+  // engine's order.
+  std::unique_ptr<ForwardCall> call = TakeRequest();
   if (call != nullptr) service_->engine->SubmitForward(std::move(call));
-}
-
-std::unique_ptr<ForwardCall> ForwardStreamReactor::ValidateAndQueue(bool ok) {
   std::lock_guard<std::mutex> lock(mu_);
   read_pending_ = false;
-  if (!ok) {  // the client half-closed, or the call ended
-    reads_done_ = true;
-    reading_.reset();
-    MaybeFinishLocked();
-    return nullptr;
+  if (!write_failed_ && static_cast<int>(slots_.size()) < kMaxOutstanding) {
+    StartNextReadLocked();
   }
-  const absl::Time start = absl::Now();
-  std::unique_ptr<gdn::v1::ForwardRequest> request = std::move(reading_);
-  slots_.push_back(std::make_unique<Slot>());
-  Slot* slot = slots_.back().get();
-  slot->response.set_request_id(request->request_id());
+  MaybeWriteLocked();
+  MaybeFinishLocked();
+}
 
-  absl::StatusOr<ValidatedForward> valid = ValidateForwardRequest(
-      *request, service_->config.num_layers, service_->config.options);
+std::unique_ptr<ForwardCall> ForwardStreamReactor::TakeRequest() {
+  const absl::Time start = absl::Now();
+  // Only this thread touches reading_ until the next StartRead.
+  uint64_t request_id = 0;
+  absl::StatusOr<std::unique_ptr<ForwardCall>> read =
+      ReadForwardRequest(reading_, service_->config.num_layers, service_->config.options,
+                         service_->engine->arena(), &request_id);
+  reading_.Clear();
   // Draining (--snapshot_dir): this message is answered UNAVAILABLE and not
   // applied; the stream stays open.
-  if (valid.ok()) {
-    if (absl::Status s = service_->EnterCall(); !s.ok()) valid = s;
+  if (read.ok()) {
+    if (absl::Status s = service_->EnterCall(); !s.ok()) read = s;
   }
-  std::unique_ptr<ForwardCall> call;
-  if (!valid.ok()) {
-    service_->RecordRequest("ForwardStream", valid.status(), start);
-    SetErrorResponse(valid.status(), &slot->response);
+  std::lock_guard<std::mutex> lock(mu_);
+  slots_.push_back(std::make_unique<Slot>());
+  Slot* slot = slots_.back().get();
+  if (!read.ok()) {
+    service_->RecordRequest("ForwardStream", read.status(), start);
+    slot->response = EncodeForwardError(read.status(), request_id);
     slot->complete = true;
-  } else {
-    call = std::make_unique<ForwardCall>();
-    call->layer = valid->layer;
-    call->sequences = std::move(valid->sequences);
-    call->total_tokens = valid->total_tokens;
-    call->request = request.get();
-    call->owned_request = std::move(request);
-    call->deadline = DeadlineOf(context_);
-    grpc::CallbackServerContext* context = context_;
-    call->is_cancelled = [context] { return context->IsCancelled(); };
-    call->enqueued = start;
-    call->method = "ForwardStream";
-    const int64_t total_tokens = call->total_tokens;
-    call->done = [this, slot, start, total_tokens](
-                     absl::StatusOr<ForwardResult> result) {
-      service_->LeaveCall();  // the engine is done with it
-      service_->RecordRequest("ForwardStream", result.status(), start);
-      std::lock_guard<std::mutex> lock(mu_);
-      if (result.ok()) {
-        SetForwardResponse(std::move(*result), total_tokens,
-                           service_->config.options, &slot->response);
-      } else {
-        SetErrorResponse(result.status(), &slot->response);
-      }
-      slot->complete = true;
-      --in_engine_;
-      MaybeWriteLocked();
-      MaybeFinishLocked();
-    };
-    ++in_engine_;
+    return nullptr;
   }
-  if (static_cast<int>(slots_.size()) < kMaxOutstanding) StartNextReadLocked();
-  MaybeWriteLocked();
+  std::unique_ptr<ForwardCall> call = std::move(*read);
+  call->deadline = DeadlineOf(context_);
+  grpc::CallbackServerContext* context = context_;
+  call->is_cancelled = [context] { return context->IsCancelled(); };
+  call->enqueued = start;
+  call->method = "ForwardStream";
+  const int64_t total_tokens = call->total_tokens;
+  call->done = [this, slot, start, total_tokens,
+                request_id](absl::StatusOr<ForwardResult> result) {
+    service_->LeaveCall();  // the engine is done with it
+    service_->RecordRequest("ForwardStream", result.status(), start);
+    grpc::ByteBuffer encoded =
+        result.ok() ? EncodeForwardResult(std::move(*result), total_tokens,
+                                          service_->config.options, request_id)
+                    : EncodeForwardError(result.status(), request_id);
+    std::lock_guard<std::mutex> lock(mu_);
+    slot->response.Swap(&encoded);
+    slot->complete = true;
+    --in_engine_;
+    MaybeWriteLocked();
+    MaybeFinishLocked();
+  };
+  ++in_engine_;
   return call;
 }
 
@@ -115,8 +118,7 @@ void ForwardStreamReactor::MaybeFinishLocked() {
   if (finished_ || writing_ || read_pending_ || in_engine_ > 0) return;
   if (write_failed_) {
     finished_ = true;
-    Finish(grpc::Status(grpc::StatusCode::CANCELLED,
-                        "the stream's client went away"));
+    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the stream's client went away"));
     return;
   }
   if (!reads_done_ || !slots_.empty()) return;

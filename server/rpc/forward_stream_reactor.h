@@ -1,9 +1,12 @@
-// ForwardStream: many Forward requests over one bidirectional stream.
-// Responses go out in request order; a failed request answers with
-// error_code / error_message and the stream stays open. Requests are
-// validated on arrival and handed to the engine at once (so pipelined
-// requests of one session park until their turn); at most
-// kMaxOutstanding are in flight per stream, further reads wait.
+// ForwardStream: many Forward requests over one bidirectional stream, on the
+// raw byte path of Forward (read in place, packed, checked; responses sent
+// from the engine's output blocks). Responses go out in request order; a
+// failed request answers with error_code / error_message and the stream
+// stays open. Requests are handed to the engine in the order they were read
+// - the next read starts only after the previous request was submitted - so
+// the engine applies a stream's requests in stream order (pipelined requests
+// of one session park until their turn). At most kMaxOutstanding requests
+// are in flight per stream; further reads wait.
 //
 // Lifetime: the reactor deletes itself in OnDone. It finishes only when
 // reading has ended and every request handed to the engine has completed,
@@ -18,19 +21,15 @@
 #include <mutex>
 
 #include "absl/time/time.h"
-#include "gdn/v1/gdn.grpc.pb.h"
 #include "server/rpc/service_context.h"
 
 namespace gdn {
 
-class ForwardStreamReactor
-    : public grpc::ServerBidiReactor<gdn::v1::ForwardRequest,
-                                     gdn::v1::ForwardResponse> {
+class ForwardStreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   static constexpr int kMaxOutstanding = 64;
 
-  ForwardStreamReactor(const ServiceContext* service,
-                       grpc::CallbackServerContext* context);
+  ForwardStreamReactor(const ServiceContext* service, grpc::CallbackServerContext* context);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -38,15 +37,14 @@ class ForwardStreamReactor
 
  private:
   struct Slot {
-    gdn::v1::ForwardResponse response;
+    grpc::ByteBuffer response;
     bool complete = false;
   };
 
-  // Validates the request just read; returns the call to submit (null when
-  // there is none: end of stream or an invalid request).
-  std::unique_ptr<ForwardCall> ValidateAndQueue(bool ok);
+  // Reads, checks and packs the request just read into a new slot; returns
+  // the call to submit (null when there is none: an invalid request).
+  std::unique_ptr<ForwardCall> TakeRequest();
   void StartNextReadLocked();
-  void CompleteSlot(Slot* slot, const absl::Status& status);
   void MaybeWriteLocked();
   void MaybeFinishLocked();
 
@@ -54,7 +52,8 @@ class ForwardStreamReactor
   grpc::CallbackServerContext* context_;
 
   std::mutex mu_;
-  std::unique_ptr<gdn::v1::ForwardRequest> reading_;  // the pending read
+  grpc::ByteBuffer reading_;  // the pending read's message
+  // True from StartRead until OnReadDone has submitted what it read.
   bool read_pending_ = false;
   bool reads_done_ = false;
   bool writing_ = false;

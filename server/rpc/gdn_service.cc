@@ -6,12 +6,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/rpc/forward_request_reader.h"
 #include "server/rpc/forward_response.h"
 #include "server/rpc/forward_stream_reactor.h"
 #include "server/rpc/grpc_status.h"
-#include "server/rpc/request_validation.h"
-#include "server/sessions/session_ops.h"
 #include "server/rpc/session_stream_reactors.h"
+#include "server/sessions/session_ops.h"
 
 namespace gdn {
 
@@ -31,38 +31,35 @@ void GdnServiceImpl::FinishUnary(grpc::ServerUnaryReactor* reactor,
   reactor->Finish(ToGrpcStatus(status));
 }
 
-grpc::ServerUnaryReactor* GdnServiceImpl::Forward(
-    grpc::CallbackServerContext* context,
-    const gdn::v1::ForwardRequest* request,
-    gdn::v1::ForwardResponse* response) {
+grpc::ServerUnaryReactor* GdnServiceImpl::Forward(grpc::CallbackServerContext* context,
+                                                  const grpc::ByteBuffer* request,
+                                                  grpc::ByteBuffer* response) {
   const absl::Time start = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<ValidatedForward> valid = ValidateForwardRequest(
-      *request, service_->config.num_layers, service_->config.options);
-  if (!valid.ok()) {
-    FinishUnary(reactor, "Forward", start, valid.status());
+  uint64_t request_id = 0;
+  absl::StatusOr<std::unique_ptr<ForwardCall>> read =
+      ReadForwardRequest(*request, service_->config.num_layers, service_->config.options,
+                         service_->engine->arena(), &request_id);
+  if (!read.ok()) {
+    FinishUnary(reactor, "Forward", start, read.status());
     return reactor;
   }
   if (absl::Status s = service_->EnterCall(); !s.ok()) {
     FinishUnary(reactor, "Forward", start, s);  // draining: not applied
     return reactor;
   }
-  auto call = std::make_unique<ForwardCall>();
-  call->layer = valid->layer;
-  call->sequences = std::move(valid->sequences);
-  call->total_tokens = valid->total_tokens;
-  call->request = request;  // gRPC keeps it until Finish
+  std::unique_ptr<ForwardCall> call = std::move(*read);
   call->deadline = DeadlineOf(context);
   call->is_cancelled = [context] { return context->IsCancelled(); };
   call->enqueued = start;
   call->method = "Forward";
   const int64_t total_tokens = call->total_tokens;
-  call->done = [this, reactor, request, response, start,
-                total_tokens](absl::StatusOr<ForwardResult> result) {
+  call->done = [this, reactor, response, start, total_tokens,
+                request_id](absl::StatusOr<ForwardResult> result) {
     if (result.ok()) {
-      SetForwardResponse(std::move(*result), total_tokens,
-                         service_->config.options, response);
-      response->set_request_id(request->request_id());
+      grpc::ByteBuffer encoded = EncodeForwardResult(std::move(*result), total_tokens,
+                                                     service_->config.options, request_id);
+      response->Swap(&encoded);
     }
     FinishUnary(reactor, "Forward", start, result.status());
     service_->LeaveCall();
@@ -71,8 +68,8 @@ grpc::ServerUnaryReactor* GdnServiceImpl::Forward(
   return reactor;
 }
 
-grpc::ServerBidiReactor<gdn::v1::ForwardRequest, gdn::v1::ForwardResponse>*
-GdnServiceImpl::ForwardStream(grpc::CallbackServerContext* context) {
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* GdnServiceImpl::ForwardStream(
+    grpc::CallbackServerContext* context) {
   return new ForwardStreamReactor(service_, context);
 }
 

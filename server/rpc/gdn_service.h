@@ -1,8 +1,14 @@
-// gdn.v1.GdnService on the gRPC callback API. Handlers validate what needs
-// no state (request_validation.h), hand the work to the engine and return;
-// they never wait on a kernel: the reactor finishes from the engine thread
-// when the work completes. Errors are absl::Status, turned into grpc::Status
-// only by ToGrpcStatus (grpc_status.h).
+// gdn.v1.GdnService on the gRPC callback API. Handlers check what needs no
+// state, hand the work to the engine and return; they never wait on a
+// kernel: the reactor finishes from the engine's side when the work
+// completes. Errors are absl::Status, turned into grpc::Status only by
+// ToGrpcStatus (grpc_status.h).
+//
+// Forward and ForwardStream are raw byte-buffer methods: the request's
+// tensors are read in place from gRPC's slices and packed, checked, straight
+// into the engine's I/O memory (forward_request_reader.h), and the response
+// is sent from the engine's output blocks (forward_response.h). The wire
+// format is gdn.v1's as ever; the other methods use the generated messages.
 //
 // Threading: handlers run on gRPC's threads and touch only the immutable
 // ServiceContext and the engine's thread-safe entry points.
@@ -16,16 +22,26 @@
 
 namespace gdn {
 
-class GdnServiceImpl final : public gdn::v1::GdnService::CallbackService {
+// Forward and ForwardStream raw, every other method typed (the generated
+// CallbackService with the two Forward methods swapped for raw ones).
+using GdnV1 = gdn::v1::GdnService;
+using GdnServiceBase = GdnV1::WithRawCallbackMethod_Forward<
+    GdnV1::WithRawCallbackMethod_ForwardStream<GdnV1::WithCallbackMethod_CreateSession<
+        GdnV1::WithCallbackMethod_CloseSession<GdnV1::WithCallbackMethod_ForkSession<
+            GdnV1::WithCallbackMethod_DescribeSession<GdnV1::WithCallbackMethod_ListSessions<
+                GdnV1::WithCallbackMethod_ExportSession<GdnV1::WithCallbackMethod_ImportSession<
+                    GdnV1::WithCallbackMethod_GetServerInfo<GdnV1::Service>>>>>>>>>>;
+
+class GdnServiceImpl final : public GdnServiceBase {
  public:
   // `context` must outlive the service.
   explicit GdnServiceImpl(const ServiceContext* context) : service_(context) {}
 
   grpc::ServerUnaryReactor* Forward(grpc::CallbackServerContext* context,
-                                    const gdn::v1::ForwardRequest* request,
-                                    gdn::v1::ForwardResponse* response) override;
-  grpc::ServerBidiReactor<gdn::v1::ForwardRequest, gdn::v1::ForwardResponse>*
-  ForwardStream(grpc::CallbackServerContext* context) override;
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ForwardStream(
+      grpc::CallbackServerContext* context) override;
 
   grpc::ServerUnaryReactor* CreateSession(
       grpc::CallbackServerContext* context,

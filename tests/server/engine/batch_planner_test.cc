@@ -1,5 +1,6 @@
 #include "server/engine/batch_planner.h"
 
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -11,9 +12,16 @@
 namespace gdn {
 namespace {
 
+// Slots stand for (session, layer) states: one id per distinct pair.
+int32_t SlotOf(const std::string& session, int32_t layer) {
+  static std::map<std::pair<std::string, int32_t>, int32_t> slots;
+  return slots.emplace(std::make_pair(session, layer), static_cast<int32_t>(slots.size()))
+      .first->second;
+}
+
 PlanItem Item(const std::string& session, int32_t layer, int32_t total,
               int32_t done = 0) {
-  return PlanItem{StateKey(session, layer), total, done};
+  return PlanItem{SlotOf(session, layer), total, done};
 }
 
 int64_t Sum(const std::vector<PlannedChunk>& chunks) {
@@ -77,11 +85,10 @@ TEST(BatchPlannerTest, NeverTwoChunksOfOneSessionLayer) {
       Item("b", 0, 50), Item("b", 0, 50), // same key, prefill
       Item("a", 0, 70)};                  // same key as a decode above
   const BatchPlan plan = PlanBatch(items, {8192, 64});
-  std::set<StateKey> keys;
+  std::set<int32_t> keys;
   for (const auto* chunks : {&plan.decode, &plan.prefill}) {
     for (const PlannedChunk& c : *chunks) {
-      EXPECT_TRUE(keys.insert(items[c.item].key).second)
-          << items[c.item].key.first << "/" << items[c.item].key.second;
+      EXPECT_TRUE(keys.insert(items[c.item].slot).second) << "slot " << items[c.item].slot;
     }
   }
   EXPECT_EQ(plan.decode.size(), 2u);   // a/0 (first), a/1
@@ -109,11 +116,11 @@ TEST(BatchPlannerTest, RandomQueuesRespectEveryRule) {
                            static_cast<int32_t>(rng() % 3), total, done));
     }
     const BatchPlan plan = PlanBatch(items, {budget, 64});
-    std::set<StateKey> keys;
+    std::set<int32_t> keys;
     for (const PlannedChunk& c : plan.decode) {
       EXPECT_TRUE(items[c.item].is_decode());
       EXPECT_EQ(c.tokens, items[c.item].remaining());
-      EXPECT_TRUE(keys.insert(items[c.item].key).second);
+      EXPECT_TRUE(keys.insert(items[c.item].slot).second);
     }
     for (const PlannedChunk& c : plan.prefill) {
       EXPECT_FALSE(items[c.item].is_decode());
@@ -123,7 +130,7 @@ TEST(BatchPlannerTest, RandomQueuesRespectEveryRule) {
       if (c.tokens < items[c.item].remaining()) {
         EXPECT_EQ(c.tokens % std::min<int64_t>(64, budget), 0);
       }
-      EXPECT_TRUE(keys.insert(items[c.item].key).second);
+      EXPECT_TRUE(keys.insert(items[c.item].slot).second);
     }
     EXPECT_LE(Sum(plan.decode), budget);
     EXPECT_LE(Sum(plan.prefill), budget);
@@ -131,11 +138,11 @@ TEST(BatchPlannerTest, RandomQueuesRespectEveryRule) {
     EXPECT_EQ(Sum(plan.prefill), plan.prefill_tokens);
     // Progress: when some prefill item's key is not taken by a decode, the
     // plan has a prefill chunk.
-    std::set<StateKey> decode_keys;
-    for (const PlannedChunk& c : plan.decode) decode_keys.insert(items[c.item].key);
+    std::set<int32_t> decode_keys;
+    for (const PlannedChunk& c : plan.decode) decode_keys.insert(items[c.item].slot);
     bool free_prefill = false;
     for (const PlanItem& it : items) {
-      free_prefill |= !it.is_decode() && !decode_keys.count(it.key);
+      free_prefill |= !it.is_decode() && !decode_keys.count(it.slot);
     }
     if (free_prefill) {
       EXPECT_FALSE(plan.prefill.empty());

@@ -1,14 +1,24 @@
-#include "server/rpc/request_validation.h"
+// ReadForwardRequest: every check of a Forward request that needs no state,
+// on the request's bytes split into random slices (elements straddle slice
+// boundaries), and the packed block it hands the engine: every byte where
+// InputLayout puts it, fused gating folded into g and beta. A refused
+// request returns its block to the arena.
+#include "server/rpc/forward_request_reader.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/gating.h"
 #include "kernels/testing/gdn_test_inputs.h"
 #include "tests/server/rpc/forward_request_builder.h"
 #include "tests/server/test_random.h"
@@ -31,8 +41,34 @@ GdnOptions SmallOptions(GatingMode gating) {
   return o;
 }
 
-class RequestValidationTest : public ::testing::TestWithParam<GatingMode> {
+// `bytes` as a WireMessage of several random slices.
+wire::WireMessage Sliced(const std::string& bytes, std::mt19937_64& rng) {
+  std::vector<size_t> cuts = {0, bytes.size()};
+  for (int i = 0; i < 6; ++i) cuts.push_back(bytes.empty() ? 0 : rng() % bytes.size());
+  std::sort(cuts.begin(), cuts.end());
+  std::vector<grpc::Slice> slices;
+  for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+    slices.emplace_back(bytes.data() + cuts[i], cuts[i + 1] - cuts[i]);
+  }
+  grpc::ByteBuffer buffer(slices.data(), slices.size());
+  return *wire::WireMessage::FromByteBuffer(buffer);
+}
+
+class ForwardRequestReaderTest : public ::testing::TestWithParam<GatingMode> {
  protected:
+  ForwardRequestReaderTest()
+      : backend_(CreateCpuBackend(1)), arena_(backend_.get(), 64 << 20) {}
+
+  absl::StatusOr<std::unique_ptr<ForwardCall>> Read(const gdn::v1::ForwardRequest& r,
+                                                    uint64_t* request_id = nullptr) {
+    std::mt19937_64 rng(seed_);
+    uint64_t id = 0;
+    auto call = ReadForwardRequest(Sliced(r.SerializeAsString(), rng), kLayers, options_,
+                                   arena_, &id);
+    if (request_id != nullptr) *request_id = id;
+    return call;
+  }
+
   void SetUp() override {
     seed_ = gdn::testing::FreshSeed();
     options_ = SmallOptions(GetParam());
@@ -49,13 +85,16 @@ class RequestValidationTest : public ::testing::TestWithParam<GatingMode> {
     SCOPED_TRACE(::testing::Message() << "seed " << seed_);
     gdn::v1::ForwardRequest r = good_;
     mutate(r);
-    const absl::StatusOr<ValidatedForward> v =
-        ValidateForwardRequest(r, kLayers, options_);
+    r.set_request_id(77);
+    uint64_t request_id = 0;
+    const absl::StatusOr<std::unique_ptr<ForwardCall>> v = Read(r, &request_id);
     ASSERT_FALSE(v.ok());
     EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
     for (const std::string& part : parts) {
       EXPECT_THAT(std::string(v.status().message()), HasSubstr(part));
     }
+    EXPECT_EQ(request_id, 77u);                 // a stream answers under it
+    EXPECT_EQ(arena_.Stats().bytes_in_use, 0);  // the block went back
   }
 
   // Overwrites fp32 element `index` of `tensor`.
@@ -64,33 +103,94 @@ class RequestValidationTest : public ::testing::TestWithParam<GatingMode> {
                 sizeof(float));
   }
 
+  std::unique_ptr<Backend> backend_;
+  IoArena arena_;
   uint64_t seed_ = 0;
   GdnOptions options_;
   oracle::Inputs inputs_;
   gdn::v1::ForwardRequest good_;
 };
 
-TEST_P(RequestValidationTest, GoodRequestGivesRowsAndTotal) {
-  const absl::StatusOr<ValidatedForward> v =
-      ValidateForwardRequest(good_, kLayers, options_);
+TEST_P(ForwardRequestReaderTest, GoodRequestGivesRowsAndTotal) {
+  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
+  const absl::StatusOr<std::unique_ptr<ForwardCall>> v = Read(good_);
   ASSERT_TRUE(v.ok()) << v.status();
-  EXPECT_EQ(v->layer, 1);
-  EXPECT_EQ(v->total_tokens, 13);
-  ASSERT_EQ(v->sequences.size(), 3u);
-  EXPECT_EQ(v->sequences[0].row_offset, 0);
-  EXPECT_EQ(v->sequences[1].row_offset, 3);
-  EXPECT_EQ(v->sequences[2].row_offset, 4);
-  EXPECT_EQ(v->sequences[1].session, "beta");
-  EXPECT_EQ(v->sequences[1].position, 7);
-  EXPECT_EQ(v->sequences[2].num_tokens, 9);
+  const ForwardCall& call = **v;
+  EXPECT_EQ(call.layer, 1);
+  EXPECT_EQ(call.total_tokens, 13);
+  ASSERT_EQ(call.sequences.size(), 3u);
+  EXPECT_EQ(call.sequences[0].row_offset, 0);
+  EXPECT_EQ(call.sequences[1].row_offset, 3);
+  EXPECT_EQ(call.sequences[2].row_offset, 4);
+  EXPECT_EQ(call.sequences[1].session, "beta");
+  EXPECT_EQ(call.sequences[1].position, 7);
+  EXPECT_EQ(call.sequences[2].num_tokens, 9);
 }
 
-TEST_P(RequestValidationTest, LayerOutOfRange) {
+TEST_P(ForwardRequestReaderTest, PacksEveryInputWhereTheLayoutSays) {
+  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
+  absl::StatusOr<std::unique_ptr<ForwardCall>> v = Read(good_);
+  ASSERT_TRUE(v.ok()) << v.status();
+  const PackedInputs& in = (*v)->inputs;
+  const InputLayout want = InputLayout::For(options_.shape, options_.input_dtype, 13);
+  EXPECT_EQ(in.layout.bytes, want.bytes);
+  const char* base = in.block->data;
+  for (auto [t, at] : {std::pair{&good_.q(), in.layout.q}, {&good_.k(), in.layout.k},
+                       {&good_.v(), in.layout.v}}) {
+    EXPECT_EQ(std::memcmp(base + at, t->data().data(), t->data().size()), 0);
+  }
+  const float* g = reinterpret_cast<const float*>(base + in.layout.g);
+  const float* beta = reinterpret_cast<const float*>(base + in.layout.beta);
+  const size_t hv = options_.shape.num_v_heads;
+  for (size_t i = 0; i < 13 * hv; ++i) {
+    if (GetParam() == GatingMode::kDirect) {
+      ASSERT_EQ(g[i], inputs_.g[i]);
+      ASSERT_EQ(beta[i], inputs_.beta[i]);
+    } else {
+      ASSERT_EQ(g[i], FusedDecay(inputs_.a[i], inputs_.A_log[i % hv], inputs_.dt_bias[i % hv]));
+      ASSERT_EQ(beta[i], FusedBeta(inputs_.b[i]));
+    }
+  }
+  EXPECT_GT(arena_.Stats().bytes_in_use, 0);
+  v->reset();  // the call let go of its block
+  EXPECT_EQ(arena_.Stats().bytes_in_use, 0);
+}
+
+TEST_P(ForwardRequestReaderTest, BytesThatDoNotParseAreInvalidArgument) {
+  std::string bytes = good_.SerializeAsString();
+  bytes.resize(bytes.size() / 2);  // cut inside a tensor
+  std::mt19937_64 rng(seed_);
+  uint64_t id = 1;
+  const absl::StatusOr<std::unique_ptr<ForwardCall>> v =
+      ReadForwardRequest(Sliced(bytes, rng), kLayers, options_, arena_, &id);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(v.status().message()), HasSubstr("not a gdn.v1.ForwardRequest"));
+}
+
+TEST_P(ForwardRequestReaderTest, AFullArenaIsResourceExhaustedAndKeepsNothing) {
+  IoArena tiny(backend_.get(), IoArena::kMinBlockBytes);
+  gdn::v1::ForwardRequest big = good_;
+  std::mt19937_64 rng(seed_);
+  uint64_t id = 0;
+  // 13 tokens fit in 64 KiB; ask for more rows than that holds.
+  const oracle::Inputs many = gdn::testing::MakeRandomInputs(options_, {200}, seed_, false);
+  big = gdn::testing::BuildForwardRequest(options_, 0, {{"alpha", 0}}, many);
+  const absl::StatusOr<std::unique_ptr<ForwardCall>> v =
+      ReadForwardRequest(Sliced(big.SerializeAsString(), rng), kLayers, options_, tiny, &id);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(v.status().message()), HasSubstr("I/O buffers full"));
+  EXPECT_EQ(tiny.Stats().bytes_in_use, 0);
+  EXPECT_EQ(tiny.Stats().refusals, 1u);
+}
+
+TEST_P(ForwardRequestReaderTest, LayerOutOfRange) {
   ExpectInvalid([](auto& r) { r.set_layer(kLayers); }, {"layer", "[0, 3)"});
   ExpectInvalid([](auto& r) { r.set_layer(-1); }, {"layer", "got -1"});
 }
 
-TEST_P(RequestValidationTest, SequenceErrors) {
+TEST_P(ForwardRequestReaderTest, SequenceErrors) {
   ExpectInvalid([](auto& r) { r.clear_sequences(); }, {"sequences"});
   ExpectInvalid([](auto& r) { r.mutable_sequences(1)->set_num_tokens(0); },
                 {"sequences[1].num_tokens", ">= 1"});
@@ -103,13 +203,13 @@ TEST_P(RequestValidationTest, SequenceErrors) {
       {"sequences[2].session_id", "alpha", "twice"});
 }
 
-TEST_P(RequestValidationTest, TokenCountMismatchIsAShapeError) {
+TEST_P(ForwardRequestReaderTest, TokenCountMismatchIsAShapeError) {
   // num_tokens no longer adds up to the rows sent: T = 14, q has 13 rows.
   ExpectInvalid([](auto& r) { r.mutable_sequences(0)->set_num_tokens(4); },
                 {"q", "[14, 2, 64]", "[13, 2, 64]"});
 }
 
-TEST_P(RequestValidationTest, TensorShapeAndDtypeErrors) {
+TEST_P(ForwardRequestReaderTest, TensorShapeAndDtypeErrors) {
   ExpectInvalid([](auto& r) { r.mutable_k()->set_shape(2, 32); },
                 {"k: expected shape [13, 2, 64]"});
   ExpectInvalid([](auto& r) { r.mutable_v()->set_shape(1, 8); },
@@ -120,7 +220,7 @@ TEST_P(RequestValidationTest, TensorShapeAndDtypeErrors) {
                 {"v", "bytes"});
 }
 
-TEST_P(RequestValidationTest, NonFiniteActivations) {
+TEST_P(ForwardRequestReaderTest, NonFiniteActivations) {
   std::mt19937_64 rng(seed_);
   const size_t index = std::uniform_int_distribution<size_t>(0, 13 * 2 * 64 - 1)(rng);
   ExpectInvalid(
@@ -132,7 +232,7 @@ TEST_P(RequestValidationTest, NonFiniteActivations) {
       {"k: element " + std::to_string(index) + " ", "finite"});
 }
 
-TEST_P(RequestValidationTest, GatingTensors) {
+TEST_P(ForwardRequestReaderTest, GatingTensors) {
   if (GetParam() == GatingMode::kDirect) {
     ExpectInvalid([](auto& r) { r.clear_g(); }, {"g: missing", "[13, 4]"});
     ExpectInvalid([](auto& r) { r.mutable_beta()->set_shape(1, 5); },
@@ -172,7 +272,7 @@ TEST_P(RequestValidationTest, GatingTensors) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Gating, RequestValidationTest,
+INSTANTIATE_TEST_SUITE_P(Gating, ForwardRequestReaderTest,
                          ::testing::Values(GatingMode::kDirect,
                                            GatingMode::kFused),
                          [](const auto& info) {

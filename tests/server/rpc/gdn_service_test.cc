@@ -419,10 +419,15 @@ TEST_F(GdnServiceTest, MetricsCountWhatWasSent) {
   }
   const int port = harness_->server().metrics_port();
   std::string body;
-  // Gauges are refreshed right after the engine completes a call: poll.
-  for (int attempt = 0; attempt < 100; ++attempt) {
+  // The cache gauges are refreshed on the engine's 1 s timer (and after
+  // session commands), not per call: poll until they caught up.
+  for (int attempt = 0; attempt < 250; ++attempt) {
     body = gdn::testing::ScrapeMetrics(port);
-    if (gdn::testing::MetricValue(body, "gdn_sessions", {}) == 2) break;
+    if (gdn::testing::MetricValue(body, "gdn_sessions", {}) == 2 &&
+        gdn::testing::MetricValue(body, "gdn_state_cache_pages",
+                                  {"tier=\"device\"", "state=\"used\""}) == 2) {
+      break;
+    }
     absl::SleepFor(absl::Milliseconds(20));
   }
   using gdn::testing::MetricValue;

@@ -1,0 +1,284 @@
+// Batches on lanes: plan what a free lane runs next, stage it (one metadata
+// upload, one gather of the calls' input blocks), launch it, and complete it
+// when its stream is done.
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/engine/batch_planner.h"
+#include "server/engine/engine.h"
+#include "server/engine/engine_internal.h"
+
+namespace gdn {
+namespace {
+
+const char* Phase(bool decode) { return decode ? "decode" : "prefill"; }
+
+size_t AlignUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+}  // namespace
+
+bool Engine::AnyLaneBusy() const {
+  for (const auto& lane : lanes_) {
+    if (lane->busy) return true;
+  }
+  return false;
+}
+
+bool Engine::PlanBatch(bool decode, std::vector<BatchEntry>* entries) {
+  std::vector<PlanItem> items;
+  std::vector<std::pair<RunningCall*, int>> owners;
+  for (const auto& running : running_) {
+    if (!running->failure.ok()) continue;
+    const ForwardCall& call = *running->call;
+    for (size_t i = 0; i < call.sequences.size(); ++i) {
+      const int32_t total = call.sequences[i].num_tokens;
+      if (running->planned_tokens[i] >= total) continue;
+      if ((total <= kMaxDecodeTokens) != decode) continue;
+      items.push_back({running->slots[i], total, running->planned_tokens[i]});
+      owners.emplace_back(running.get(), static_cast<int>(i));
+    }
+  }
+  if (items.empty()) return false;
+  PlannerLimits limits;
+  limits.max_batch_tokens = config_.max_batch_tokens;
+  const BatchPlan plan = gdn::PlanBatch(items, limits);
+  for (const PlannedChunk& chunk : decode ? plan.decode : plan.prefill) {
+    entries->push_back({owners[chunk.item].first, owners[chunk.item].second, chunk.offset,
+                        chunk.tokens});
+  }
+  return !entries->empty();
+}
+
+bool Engine::LaunchBatches(absl::Time now, bool stopping) {
+  bool launched = false;
+  for (const auto& lane_ptr : lanes_) {
+    Lane& lane = *lane_ptr;
+    if (lane.busy) continue;
+    std::vector<BatchEntry> entries;
+    if (!PlanBatch(lane.decode, &entries)) continue;
+    int64_t tokens = 0;
+    absl::Time oldest = absl::InfiniteFuture();
+    for (const BatchEntry& e : entries) {
+      tokens += e.tokens;
+      oldest = std::min(oldest, e.call->call->enqueued);
+    }
+    // Adaptive batching: a batch goes as soon as a lane is free. Only with
+    // max_queue_delay > 0, and only while another lane of this kind is busy,
+    // does a partial batch wait (until its oldest call's deadline) for more.
+    if (config_.max_queue_delay > absl::ZeroDuration() && !stopping &&
+        tokens < config_.max_batch_tokens && now < oldest + config_.max_queue_delay) {
+      bool kind_busy = false;
+      for (const auto& other : lanes_) kind_busy |= other->busy && other->decode == lane.decode;
+      if (kind_busy) continue;
+    }
+    for (const BatchEntry& e : entries) {
+      RunningCall& running = *e.call;
+      running.planned_tokens[e.seq] = e.offset + e.tokens;
+      ++running.batches_in_flight;
+      if (!running.started) {
+        running.started = true;
+        if (metrics_ != nullptr) {
+          metrics_->RecordQueueDelay(running.call->method, now - running.call->enqueued);
+        }
+      }
+    }
+    lane.entries = std::move(entries);
+    lane.tokens = tokens;
+    lane.launched = now;
+    lane.busy = true;
+    launched = true;
+    if (metrics_ != nullptr) metrics_->RecordBatchLaunched(Phase(lane.decode));
+    if (config_.diagnostic_no_compute) {
+      CompleteLane(lane, absl::OkStatus());  // no kernel: done at once
+      continue;
+    }
+    if (absl::Status s = StageAndLaunch(lane); !s.ok()) {
+      (void)lane.stream->Synchronize();  // nothing of it may still run
+      CompleteLane(lane, absl::Status(s.code() == absl::StatusCode::kInvalidArgument
+                                          ? absl::StatusCode::kInternal
+                                          : s.code(),
+                                      absl::StrCat(Phase(lane.decode),
+                                                   " kernel call failed: ", s.message())));
+    }
+  }
+  return launched;
+}
+
+absl::Status Engine::StageAndLaunch(Lane& lane) {
+  const LayerShape& shape = config_.options.shape;
+  const DType dtype = config_.options.input_dtype;
+  const size_t n = lane.entries.size();
+  const InputLayout layout = InputLayout::For(shape, dtype, lane.tokens);
+  const size_t o_bytes = static_cast<size_t>(lane.tokens) * layout.v_row;
+
+  // o comes down into an I/O block that the responses are sent from.
+  absl::StatusOr<std::shared_ptr<IoBlock>> o_block = arena_->Acquire(o_bytes);
+  if (!o_block.ok()) return o_block.status();
+  lane.o_block = std::move(*o_block);
+
+  // The gather: one copy of the whole block when the batch is exactly one
+  // call (the usual model-runner call), else each entry's rows of each
+  // tensor in pieces of at most kGatherCopyMaxBytes.
+  std::vector<GatherCopy> items;
+  const RunningCall* first = lane.entries[0].call;
+  bool whole_call = n == first->call->sequences.size();
+  for (size_t i = 0; whole_call && i < n; ++i) {
+    const BatchEntry& e = lane.entries[i];
+    whole_call = e.call == first && e.seq == static_cast<int>(i) && e.offset == 0 &&
+                 e.tokens == first->call->sequences[i].num_tokens;
+  }
+  std::vector<int32_t> cu(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) cu[i + 1] = cu[i] + lane.entries[i].tokens;
+  if (whole_call) {
+    items.push_back({first->call->inputs.block->data, 0, layout.bytes});
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      const BatchEntry& e = lane.entries[i];
+      const PackedInputs& in = e.call->call->inputs;
+      const uint64_t src_row = e.call->call->sequences[e.seq].row_offset + e.offset;
+      const uint64_t dst_row = cu[i];
+      const uint64_t rows = e.tokens;
+      for (auto [src_region, dst_region, row] :
+           {std::tuple{in.layout.q, layout.q, layout.qk_row},
+            {in.layout.k, layout.k, layout.qk_row},
+            {in.layout.v, layout.v, layout.v_row},
+            {in.layout.g, layout.g, layout.gate_row},
+            {in.layout.beta, layout.beta, layout.gate_row}}) {
+        AppendGatherCopies(in.block->data + src_region + src_row * row,
+                           dst_region + dst_row * row, rows * row, &items);
+      }
+    }
+  }
+
+  // The metadata block: [cu N + 1 | initial N | final N | pad | items].
+  const size_t pages_at = (n + 1) * sizeof(int32_t);
+  const size_t items_at = AlignUp(pages_at + 2 * n * sizeof(int32_t), 16);
+  const size_t meta_bytes = items_at + items.size() * sizeof(GatherCopy);
+  for (GrowBuffer* b : {&lane.host_meta, &lane.device_meta}) {
+    if (absl::Status s = b->Reserve(meta_bytes); !s.ok()) return s;
+  }
+  if (absl::Status s = lane.device_inputs.Reserve(layout.bytes); !s.ok()) return s;
+  if (absl::Status s = lane.device_o.Reserve(o_bytes); !s.ok()) return s;
+  char* meta = lane.host_meta.data();
+  std::memcpy(meta, cu.data(), pages_at);
+  int32_t* initial = reinterpret_cast<int32_t*>(meta + pages_at);
+  int32_t* final_pages = initial + n;
+  for (size_t i = 0; i < n; ++i) {
+    const BatchEntry& e = lane.entries[i];
+    const WriteLease& lease = e.call->leases[e.seq];
+    // A first chunk reads the stored state; later chunks continue from the
+    // page the earlier chunks of this call wrote.
+    initial[i] = e.offset == 0 ? lease.read_page : lease.write_page;
+    final_pages[i] = lease.write_page;
+  }
+  std::memcpy(meta + items_at, items.data(), items.size() * sizeof(GatherCopy));
+  lane.cu = reinterpret_cast<const int32_t*>(meta);
+
+  BackendStream& stream = *lane.stream;
+  char* device_meta = lane.device_meta.data();
+  if (absl::Status s = stream.CopyToDevice(device_meta, meta, meta_bytes); !s.ok()) return s;
+  // Pages restored or imported by the cache, and earlier chunks of these
+  // states on other lanes, come first.
+  if (absl::Status s = stream.WaitForBackend(); !s.ok()) return s;
+  for (const BatchEntry& e : lane.entries) {
+    const int other = slots_[e.call->slots[e.seq]].lane;
+    if (other >= 0 && other != lane.index) {
+      if (absl::Status s = stream.WaitFor(*lanes_[other]->stream); !s.ok()) return s;
+    }
+  }
+  char* inputs = lane.device_inputs.data();
+  if (absl::Status s = stream.Gather(inputs, items.data(),
+                                     reinterpret_cast<const GatherCopy*>(device_meta + items_at),
+                                     static_cast<int>(items.size()));
+      !s.ok()) {
+    return s;
+  }
+
+  GdnParams p;
+  p.num_seqs = static_cast<int32_t>(n);
+  p.total_tokens = static_cast<int32_t>(lane.tokens);
+  p.cu_seqlens = reinterpret_cast<const int32_t*>(device_meta);
+  p.cu_seqlens_host = lane.cu;
+  p.q = inputs + layout.q;
+  p.k = inputs + layout.k;
+  p.v = inputs + layout.v;
+  p.g = reinterpret_cast<const float*>(inputs + layout.g);
+  p.beta = reinterpret_cast<const float*>(inputs + layout.beta);
+  p.o = lane.device_o.data();
+  p.initial_pages = reinterpret_cast<const int32_t*>(device_meta + pages_at);
+  p.final_pages = p.initial_pages + n;
+  p.pool = cache_->pool();
+  absl::Status launched = lane.decode ? stream.Decode(kernel_options_, p)
+                                      : stream.Prefill(kernel_options_, p);
+  if (!launched.ok()) return launched;
+  if (absl::Status s = stream.CopyToHost(lane.o_block->data, p.o, o_bytes); !s.ok()) return s;
+  if (absl::Status s = stream.Record(); !s.ok()) return s;
+  for (const BatchEntry& e : lane.entries) slots_[e.call->slots[e.seq]].lane = lane.index;
+  return absl::OkStatus();
+}
+
+bool Engine::CompleteLanes() {
+  bool any = false;
+  for (const auto& lane : lanes_) {
+    if (!lane->busy) continue;
+    absl::StatusOr<bool> done = lane->stream->Query();
+    if (done.ok() && !*done) continue;
+    CompleteLane(*lane, done.ok() ? absl::OkStatus()
+                                  : absl::Status(done.status().code(),
+                                                 absl::StrCat(Phase(lane->decode),
+                                                              " batch failed on the device: ",
+                                                              done.status().message())));
+    any = true;
+  }
+  return any;
+}
+
+void Engine::CompleteLane(Lane& lane, absl::Status status) {
+  const absl::Time now = absl::Now();
+  const size_t v_row = InputLayout::For(config_.options.shape, config_.options.input_dtype, 0).v_row;
+  int64_t row = 0;  // the entry's first row in the batch
+  for (const BatchEntry& e : lane.entries) {
+    RunningCall& running = *e.call;
+    --running.batches_in_flight;
+    auto& slot = slots_[running.slots[e.seq]];
+    if (slot.lane == lane.index) slot.lane = -1;
+    const size_t bytes = static_cast<size_t>(e.tokens) * v_row;
+    if (!status.ok()) {
+      if (running.failure.ok()) running.failure = status;
+    } else {
+      running.done_tokens[e.seq] = e.offset + e.tokens;
+      wire::BytesRef run;
+      if (config_.diagnostic_no_compute) {
+        run = {zeros_.get(), bytes, zeros_};
+      } else {
+        run = {lane.o_block->data + row * v_row, bytes, lane.o_block};
+      }
+      running.o.emplace_back(running.call->sequences[e.seq].row_offset + e.offset, std::move(run));
+    }
+    row += e.tokens;
+  }
+  if (metrics_ != nullptr) {
+    metrics_->RecordBatch(Phase(lane.decode), static_cast<int>(lane.entries.size()), lane.tokens,
+                          now - lane.launched);
+  }
+  lane.busy = false;
+  lane.entries.clear();
+  lane.o_block.reset();
+  lane.cu = nullptr;
+  for (auto it = running_.begin(); it != running_.end();) {
+    auto next = std::next(it);
+    const RunningCall& running = **it;
+    if (running.batches_in_flight == 0) {
+      if (!running.failure.ok()) {
+        FinishCall(it, running.failure);
+      } else if (running.finished()) {
+        FinishCall(it, absl::OkStatus());
+      }
+    }
+    it = next;
+  }
+}
+
+}  // namespace gdn
