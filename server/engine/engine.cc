@@ -218,6 +218,10 @@ void Engine::Loop() {
     bool progressed = CompleteLanes();
     progressed |= LaunchBatches(now, stopping);
     MaybeRefreshGauges(now, /*force=*/false);
+    running_calls_ = static_cast<int>(running_.size());
+    int in_flight = 0;
+    for (const auto& lane : lanes_) in_flight += lane->busy;
+    batches_in_flight_ = in_flight;
 
     lock.lock();
     const bool idle = running_.empty() && commands_.empty() && waiting_.empty() &&
@@ -264,8 +268,10 @@ absl::Time Engine::NextWake(absl::Time now) const {
   for (const auto& running : running_) {
     if (!running->started) {
       wake = std::min(wake, std::max(now, running->call->deadline));
-      // A batch held back by max_queue_delay launches at its deadline.
-      wake = std::min(wake, running->call->enqueued + config_.max_queue_delay);
+      // A batch held back by max_queue_delay launches at its deadline (one
+      // that waits for a free lane is woken by the lane instead).
+      const absl::Time held_until = running->call->enqueued + config_.max_queue_delay;
+      if (held_until > now) wake = std::min(wake, held_until);
     }
   }
   return wake;

@@ -119,6 +119,11 @@ class Engine {
 
   const EngineInfo& info() const { return info_; }
 
+  // Calls admitted and not yet finished, and batches on lanes, as of the
+  // engine's last loop iteration (any thread; for tests and the status).
+  int running_calls() const { return running_calls_.load(); }
+  int batches_in_flight() const { return batches_in_flight_.load(); }
+
  private:
   struct RunningCall;
   struct BatchEntry;
@@ -177,6 +182,8 @@ class Engine {
   absl::Status pending_failure_;
   SessionRestorer incoming_restorer_;
   std::atomic<bool> has_incoming_{false};  // lets the engine poll without the lock
+  std::atomic<int> running_calls_{0};
+  std::atomic<int> batches_in_flight_{0};
   std::thread thread_;
   CompletionPool completions_;
 

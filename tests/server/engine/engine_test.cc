@@ -1,0 +1,304 @@
+// The engine over a recording fake backend (recording_backend.h): which
+// calls go into which batch on which lane, in what order, what a batch
+// waits for, and that o rows come back to the calls they belong to. Streams
+// can be held "in flight" to see what the engine does meanwhile. No timing
+// is asserted: a call that should run at once is waited for (a test that
+// hangs fails by its timeout), a call that must wait is checked by what the
+// log holds while it waits.
+#include "server/engine/engine.h"
+
+#include <cstring>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/server/engine/recording_backend.h"
+
+namespace gdn {
+namespace {
+
+using testing_engine::Op;
+using testing_engine::RecordingBackend;
+
+constexpr int kHv = 4, kV = 64;
+
+ServerConfig SmallConfig() {
+  ServerConfig c;
+  c.num_layers = 2;
+  c.options.shape = {2, kHv, 64, kV};
+  c.options.input_dtype = DType::kF32;
+  c.device_state_budget_bytes = 4 << 20;  // 64 pages of 64 KiB
+  c.host_state_budget_bytes = 4 << 20;
+  c.max_message_bytes = 1 << 20;
+  c.io_buffer_bytes = 64 << 20;
+  c.max_batch_tokens = 64;
+  return c;
+}
+
+struct Outcome {
+  std::promise<absl::StatusOr<ForwardResult>> promise;
+  std::future<absl::StatusOr<ForwardResult>> future = promise.get_future();
+};
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void Start(ServerConfig config) {
+    config_ = config;
+    auto backend = std::make_unique<RecordingBackend>();
+    backend_ = backend.get();
+    absl::StatusOr<std::unique_ptr<Engine>> engine =
+        Engine::Create(config, std::move(backend), nullptr);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    engine_ = std::move(*engine);
+  }
+
+  void CreateSessions(const std::vector<std::string>& ids) {
+    std::promise<void> done;
+    engine_->RunSessionCommand("", [&](StateCache& cache) {
+      for (const std::string& id : ids) ASSERT_TRUE(cache.CreateSession(id).ok());
+      done.set_value();
+    });
+    done.get_future().wait();
+  }
+
+  // A call on `layer` over (session, position, tokens) whose v rows are
+  // `tag` * 1000 + row (fp32), so o = v shows where rows went.
+  std::shared_ptr<Outcome> Submit(int layer,
+                                  const std::vector<std::tuple<std::string, int64_t, int>>& seqs,
+                                  float tag) {
+    auto call = std::make_unique<ForwardCall>();
+    call->layer = layer;
+    int32_t rows = 0;
+    for (const auto& [id, position, tokens] : seqs) {
+      call->sequences.push_back({id, position, tokens, rows});
+      rows += tokens;
+    }
+    call->total_tokens = rows;
+    const InputLayout layout = InputLayout::For(config_.options.shape, DType::kF32, rows);
+    absl::StatusOr<std::shared_ptr<IoBlock>> block = engine_->arena().Acquire(layout.bytes);
+    EXPECT_TRUE(block.ok());
+    std::memset((*block)->data, 0, layout.bytes);
+    float* v = reinterpret_cast<float*>((*block)->data + layout.v);
+    for (int32_t r = 0; r < rows; ++r) {
+      for (int i = 0; i < kHv * kV; ++i) v[r * kHv * kV + i] = tag * 1000 + r;
+    }
+    call->inputs = {std::move(*block), layout};
+    call->method = "Forward";
+    auto outcome = std::make_shared<Outcome>();
+    call->done = [outcome](absl::StatusOr<ForwardResult> r) { outcome->promise.set_value(std::move(r)); };
+    engine_->SubmitForward(std::move(call));
+    return outcome;
+  }
+
+  static absl::StatusOr<ForwardResult> Get(const std::shared_ptr<Outcome>& o) {
+    EXPECT_EQ(o->future.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    return o->future.get();
+  }
+
+  // o of a result as floats, row by row: every value of a row must be equal.
+  static std::vector<float> RowTags(const ForwardResult& r) {
+    std::vector<float> o;
+    for (const wire::BytesRef& run : r.o) {
+      const float* x = static_cast<const float*>(run.data);
+      o.insert(o.end(), x, x + run.size / sizeof(float));
+    }
+    std::vector<float> rows;
+    for (size_t at = 0; at < o.size(); at += kHv * kV) rows.push_back(o[at]);
+    return rows;
+  }
+
+  static std::vector<Op> Kernels(const std::vector<Op>& log) {
+    std::vector<Op> out;
+    for (const Op& op : log) {
+      if (op.kind == Op::kDecode || op.kind == Op::kPrefill) out.push_back(op);
+    }
+    return out;
+  }
+
+  static int CountKernels(const std::vector<Op>& log) {
+    return static_cast<int>(Kernels(log).size());
+  }
+
+  ServerConfig config_;
+  RecordingBackend* backend_ = nullptr;
+  std::unique_ptr<Engine> engine_;
+};
+
+TEST_F(EngineTest, ALoneCallRunsAtOnceWhateverTheQueueDelay) {
+  ServerConfig config = SmallConfig();
+  config.max_queue_delay = absl::Seconds(300);  // only applies while a lane is busy
+  Start(config);
+  CreateSessions({"a"});
+  absl::StatusOr<ForwardResult> r = Get(Submit(0, {{"a", 0, 1}}, 1));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->positions, std::vector<int64_t>{1});
+  const std::vector<Op> kernels = Kernels(backend_->Log());
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_EQ(kernels[0].kind, Op::kDecode);
+  EXPECT_EQ(kernels[0].tokens, std::vector<int32_t>{1});
+}
+
+TEST_F(EngineTest, CallsMergeWhileTheirLaneIsBusyInAdmissionOrder) {
+  ServerConfig config = SmallConfig();
+  config.decode_lanes = 1;
+  Start(config);
+  CreateSessions({"a", "b", "c", "d"});
+  backend_->Hold(0);
+  auto a = Submit(0, {{"a", 0, 1}}, 1);
+  ASSERT_TRUE(backend_->WaitFor([](const std::vector<Op>& log) { return CountKernels(log) == 1; }));
+  auto b = Submit(0, {{"b", 0, 2}}, 2);
+  auto c = Submit(0, {{"c", 0, 3}, {"d", 0, 1}}, 3);
+  while (engine_->running_calls() < 3) std::this_thread::yield();  // all admitted
+  EXPECT_EQ(CountKernels(backend_->Log()), 1);  // nothing more while the lane is held
+  backend_->Release(0);
+  for (auto* o : {&a, &b, &c}) ASSERT_TRUE(Get(*o).ok());
+  const std::vector<Op> kernels = Kernels(backend_->Log());
+  ASSERT_EQ(kernels.size(), 2u);
+  // b and c's two sequences in one batch, in admission order.
+  EXPECT_EQ(kernels[1].tokens, (std::vector<int32_t>{2, 3, 1}));
+}
+
+TEST_F(EngineTest, TheNextBatchIsStagedAndLaunchedWhileTheLastIsInFlight) {
+  ServerConfig config = SmallConfig();
+  config.decode_lanes = 2;
+  Start(config);
+  CreateSessions({"a", "b"});
+  backend_->Hold(0);
+  auto a = Submit(0, {{"a", 0, 1}}, 1);
+  ASSERT_TRUE(backend_->WaitFor([](const std::vector<Op>& log) { return CountKernels(log) == 1; }));
+  auto b = Submit(1, {{"b", 0, 1}}, 2);
+  // b runs on the second lane and completes while a is still on the device.
+  absl::StatusOr<ForwardResult> rb = Get(b);
+  ASSERT_TRUE(rb.ok());
+  const std::vector<Op> log = backend_->Log();
+  for (const Op& op : log) EXPECT_FALSE(op.kind == Op::kDone && op.stream == 0);
+  const std::vector<Op> kernels = Kernels(log);
+  ASSERT_EQ(kernels.size(), 2u);
+  EXPECT_EQ(kernels[0].stream, 0);
+  EXPECT_EQ(kernels[1].stream, 1);
+  backend_->Release(0);
+  ASSERT_TRUE(Get(a).ok());
+}
+
+TEST_F(EngineTest, ALongPrefillIsChunkedInOrderAcrossLanesAndNeverHoldsUpADecode) {
+  ServerConfig config = SmallConfig();
+  config.decode_lanes = 1;   // stream 0
+  config.prefill_lanes = 2;  // streams 1, 2
+  Start(config);
+  CreateSessions({"p", "d"});
+  backend_->Hold(1);
+  backend_->Hold(2);
+  auto p = Submit(0, {{"p", 0, 200}}, 1);  // chunks of 64: 64, 64, 64, 8
+  ASSERT_TRUE(backend_->WaitFor([](const std::vector<Op>& log) { return CountKernels(log) == 2; }));
+  // Both prefill lanes are busy; a decode runs on its own lane meanwhile.
+  absl::StatusOr<ForwardResult> d = Get(Submit(0, {{"d", 0, 1}}, 2));
+  ASSERT_TRUE(d.ok());
+  // The first lane lets go: chunks 3 and 4 run there (3 waits on the device
+  // for chunk 2's lane) and are seen done before chunk 2 is.
+  backend_->Release(1);
+  ASSERT_TRUE(backend_->WaitFor([](const std::vector<Op>& log) { return CountKernels(log) == 5; }));
+  backend_->Release(2);
+  absl::StatusOr<ForwardResult> rp = Get(p);
+  ASSERT_TRUE(rp.ok()) << rp.status();
+  EXPECT_EQ(rp->positions, std::vector<int64_t>{200});
+  std::vector<float> rows = RowTags(*rp);
+  ASSERT_EQ(rows.size(), 200u);
+  for (int r = 0; r < 200; ++r) ASSERT_EQ(rows[r], 1000 + r) << "row " << r;
+
+  const std::vector<Op> log = backend_->Log();
+  std::vector<Op> chunks;
+  for (const Op& op : Kernels(log)) {
+    if (op.kind == Op::kPrefill) chunks.push_back(op);
+  }
+  ASSERT_EQ(chunks.size(), 4u);
+  int32_t write_page = chunks[0].final_pages[0];
+  EXPECT_EQ(chunks[0].initial_pages[0], kZeroStatePage);  // a new session
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(chunks[i].tokens, std::vector<int32_t>{i < 3 ? 64 : 8});
+    EXPECT_EQ(chunks[i].final_pages[0], write_page);
+    if (i > 0) EXPECT_EQ(chunks[i].initial_pages[0], write_page);  // continues the state
+  }
+  // Each chunk that starts beside its predecessor's lane waits for it there.
+  auto waited = [&log](int stream, int other) {
+    for (const Op& op : log) {
+      if (op.kind == Op::kWaitFor && op.stream == stream && op.other_stream == other) return true;
+    }
+    return false;
+  };
+  EXPECT_NE(chunks[1].stream, chunks[0].stream);
+  EXPECT_TRUE(waited(chunks[1].stream, chunks[0].stream));
+  EXPECT_EQ(chunks[2].stream, chunks[0].stream);
+  EXPECT_TRUE(waited(chunks[2].stream, chunks[1].stream));
+}
+
+TEST_F(EngineTest, CallsOfOneStateApplyInPositionOrderWhateverTheArrivalOrder) {
+  Start(SmallConfig());
+  CreateSessions({"a"});
+  auto second = Submit(1, {{"a", 1, 2}}, 2);  // parks: position 1 is ahead
+  auto first = Submit(1, {{"a", 0, 1}}, 1);
+  absl::StatusOr<ForwardResult> r1 = Get(first);
+  absl::StatusOr<ForwardResult> r2 = Get(second);
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  EXPECT_EQ(r1->positions, std::vector<int64_t>{1});
+  EXPECT_EQ(r2->positions, std::vector<int64_t>{3});
+  const std::vector<Op> kernels = Kernels(backend_->Log());
+  ASSERT_EQ(kernels.size(), 2u);
+  EXPECT_EQ(kernels[0].tokens, std::vector<int32_t>{1});
+  EXPECT_EQ(kernels[1].tokens, std::vector<int32_t>{2});
+  EXPECT_EQ(kernels[1].initial_pages[0], kernels[0].final_pages[0]);  // reads what the first wrote
+  // A retry of the first is refused by position and changes nothing.
+  absl::StatusOr<ForwardResult> retry = Get(Submit(1, {{"a", 0, 1}}, 1));
+  ASSERT_FALSE(retry.ok());
+  EXPECT_EQ(retry.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CountKernels(backend_->Log()), 2);
+}
+
+TEST_F(EngineTest, MergedCallsGetTheirOwnRowsBack) {
+  ServerConfig config = SmallConfig();
+  config.decode_lanes = 1;
+  Start(config);
+  CreateSessions({"x", "a", "b", "c", "d", "e"});
+  backend_->Hold(0);
+  auto x = Submit(0, {{"x", 0, 1}}, 9);
+  ASSERT_TRUE(backend_->WaitFor([](const std::vector<Op>& log) { return CountKernels(log) == 1; }));
+  auto one = Submit(0, {{"a", 0, 3}, {"b", 0, 1}}, 1);
+  auto two = Submit(0, {{"c", 0, 8}}, 2);
+  auto three = Submit(0, {{"d", 0, 2}, {"e", 0, 5}}, 3);
+  while (engine_->running_calls() < 4) std::this_thread::yield();
+  backend_->Release(0);
+  const std::vector<std::pair<std::shared_ptr<Outcome>, int>> calls = {
+      {one, 4}, {two, 8}, {three, 7}};
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<ForwardResult> r = Get(calls[i].first);
+    ASSERT_TRUE(r.ok()) << r.status();
+    const std::vector<float> rows = RowTags(*r);
+    ASSERT_EQ(rows.size(), static_cast<size_t>(calls[i].second));
+    for (size_t row = 0; row < rows.size(); ++row) EXPECT_EQ(rows[row], (i + 1) * 1000 + row);
+  }
+  ASSERT_TRUE(Get(x).ok());
+  // The merged batch gathered from three calls' blocks (more than one piece).
+  int gathers_with_pieces = 0;
+  for (const Op& op : backend_->Log()) gathers_with_pieces += op.kind == Op::kGather && op.gather_items > 1;
+  EXPECT_GE(gathers_with_pieces, 1);
+}
+
+TEST_F(EngineTest, AKernelFailureFailsItsCallsAndChangesNoPosition) {
+  Start(SmallConfig());
+  CreateSessions({"a"});
+  backend_->FailNextKernel();
+  absl::StatusOr<ForwardResult> failed = Get(Submit(0, {{"a", 0, 1}}, 1));
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(failed.status().message()),
+              ::testing::HasSubstr("decode kernel call failed"));
+  absl::StatusOr<ForwardResult> again = Get(Submit(0, {{"a", 0, 1}}, 1));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->positions, std::vector<int64_t>{1});
+}
+
+}  // namespace
+}  // namespace gdn
