@@ -1,0 +1,243 @@
+"""gdn_serve.aio: the same client over grpc.aio, so a runner can pipeline.
+
+Every method of gdn_serve.Client is a coroutine here, with the same arguments,
+results and typed errors; sessions are gdn_serve.aio.Session. Create the
+client inside the event loop that uses it:
+
+    async with gdn_serve.aio.Client("127.0.0.1:50051") as client:
+        s = await client.session()
+        o0, o1 = await asyncio.gather(              # two micro-batches in flight
+            client.forward(0, [(a, pa, 1)], ...), client.forward(0, [(b, pb, 1)], ...))
+
+Pipelining one session: a call at a position ahead of the stored one waits on
+the server until the earlier calls fill the gap, so consecutive calls of a
+(session, layer) may be in flight together (Session.forward reserves the
+positions in call order before awaiting).
+"""
+
+from typing import Any, List, Optional, Sequence, Tuple
+
+import grpc
+
+from . import wire
+from ._proto import gdn_pb2
+from .channel import bind_methods, make_aio_channel
+from .client_core import ClientCore
+from .errors import FailedPrecondition, GdnError, from_rpc_error
+from .forward_call import SequenceTokens
+from .retry import call_with_retry_async
+from .routing import new_session_id, routing_key
+from .session import _tokens_of, positions_from_description
+
+__all__ = ["Client", "Session"]
+
+
+class Client(ClientCore):
+    """The asyncio client; constructor as gdn_serve.Client."""
+
+    def __init__(self, target: str, *, root_certificates=None, token: Optional[str] = None,
+                 timeout: Optional[float] = None, channel_options: Sequence[Tuple[str, Any]] = (),
+                 **kwargs):
+        super().__init__(target, root_certificates=root_certificates, token=token,
+                         timeout=timeout, **kwargs)
+        self._channel = make_aio_channel(target, root_certificates=root_certificates,
+                                         max_message_bytes=self.max_message_bytes,
+                                         extra_options=channel_options)
+        self._calls = bind_methods(self._channel)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def __aenter__(self) -> "Client":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def _unary(self, method: str, request, session_id: Optional[str] = None,
+                     timeout: Optional[float] = None, on_error=None):
+        call = self._calls[method]
+        metadata = self._md(session_id)
+        deadline = self._timeout(timeout)
+
+        async def attempt_once(attempt: int):
+            try:
+                return await call(request, timeout=deadline, metadata=metadata)
+            except grpc.RpcError as e:
+                if on_error is not None:
+                    replacement = on_error(from_rpc_error(e), attempt)
+                    if replacement is not None:
+                        return replacement
+                raise
+
+        return await call_with_retry_async(self.retry, attempt_once)
+
+    async def info(self, timeout: Optional[float] = None) -> gdn_pb2.ServerInfoResponse:
+        return self._remember_info(await self._unary("GetServerInfo", gdn_pb2.ServerInfoRequest(),
+                                                     timeout=timeout))
+
+    async def cached_info(self) -> gdn_pb2.ServerInfoResponse:
+        return self._info if self._info is not None else await self.info()
+
+    async def create_session(self, session_id: Optional[str] = None,
+                             timeout: Optional[float] = None) -> str:
+        wanted = self._check_id("session_id", session_id)
+        response = await self._unary(
+            "CreateSession", gdn_pb2.CreateSessionRequest(session_id=wanted), wanted, timeout,
+            lambda e, attempt: gdn_pb2.CreateSessionResponse(session_id=wanted)
+            if self._created_anyway(e, attempt, wanted) else None)
+        return response.session_id
+
+    async def close_session(self, session_id: str, timeout: Optional[float] = None) -> None:
+        await self._unary("CloseSession", gdn_pb2.CloseSessionRequest(session_id=session_id),
+                          session_id, timeout,
+                          lambda e, attempt: gdn_pb2.CloseSessionResponse()
+                          if self._closed_anyway(e, attempt) else None)
+
+    async def fork_session(self, parent: str, child: Optional[str] = None,
+                           timeout: Optional[float] = None) -> str:
+        wanted = self._check_id("child", child)
+        response = await self._unary(
+            "ForkSession", gdn_pb2.ForkSessionRequest(parent_id=parent, child_id=wanted), parent,
+            timeout, lambda e, attempt: gdn_pb2.ForkSessionResponse(session_id=wanted)
+            if self._created_anyway(e, attempt, wanted) else None)
+        return response.session_id
+
+    async def describe_session(self, session_id: str, timeout: Optional[float] = None):
+        return await self._unary("DescribeSession",
+                                 gdn_pb2.DescribeSessionRequest(session_id=session_id),
+                                 session_id, timeout)
+
+    async def list_sessions(self, timeout: Optional[float] = None) -> List[str]:
+        response = await self._unary("ListSessions", gdn_pb2.ListSessionsRequest(),
+                                     timeout=timeout)
+        return list(response.session_ids)
+
+    async def export_session(self, session_id: str, timeout: Optional[float] = None) -> bytes:
+        call = self._calls["ExportSession"]
+        request = gdn_pb2.ExportSessionRequest(session_id=session_id)
+        metadata = self._md(session_id)
+        deadline = self._timeout(timeout)
+
+        async def attempt_once(attempt: int):
+            return [chunk async for chunk in call(request, timeout=deadline, metadata=metadata)]
+
+        return self._export_bytes(await call_with_retry_async(self.retry, attempt_once))
+
+    async def import_session(self, data, session_id: Optional[str] = None,
+                             timeout: Optional[float] = None) -> str:
+        chunks = self._import_chunks(await self.cached_info(), data, session_id)
+        sid = self._import_id(chunks)
+        call = self._calls["ImportSession"]
+        metadata = self._md(sid)
+        deadline = self._timeout(timeout)
+
+        async def attempt_once(attempt: int):
+            try:
+                return (await call(iter(chunks), timeout=deadline, metadata=metadata)).session_id
+            except grpc.RpcError as e:
+                if self._created_anyway(from_rpc_error(e), attempt, sid):
+                    return sid
+                raise
+
+        return await call_with_retry_async(self.retry, attempt_once)
+
+    async def forward(self, layer: int, sequences: Sequence[SequenceTokens], q, k, v, g=None,
+                      beta=None, *, a=None, b=None, a_log=None, dt_bias=None,
+                      timeout: Optional[float] = None):
+        """As gdn_serve.Client.forward: o [T, Hv, V] like v."""
+        return (await self.forward_with_positions(layer, sequences, q, k, v, g, beta, a=a, b=b,
+                                                  a_log=a_log, dt_bias=dt_bias,
+                                                  timeout=timeout))[0]
+
+    async def forward_with_positions(self, layer: int, sequences: Sequence[SequenceTokens], q, k,
+                                     v, g=None, beta=None, *, a=None, b=None, a_log=None,
+                                     dt_bias=None, timeout: Optional[float] = None):
+        if self._layout is None:
+            await self.cached_info()
+        prepared = self._prepare_forward(
+            layer, sequences,
+            {"q": q, "k": k, "v": v, "g": g, "beta": beta, "a": a, "b": b, "a_log": a_log,
+             "dt_bias": dt_bias})
+        call = self._calls["Forward"]
+        metadata = self._md(prepared.sequences[0][0])
+        deadline = self._timeout(timeout)
+        responses = []
+        for index, part in enumerate(prepared.parts):
+            payload = prepared.payload(part)
+            try:
+                raw = await call_with_retry_async(self.retry, lambda attempt: call(
+                    payload, timeout=deadline, metadata=metadata))
+            except GdnError as e:
+                raise self._split_error(e, index, len(prepared.parts)) from None
+            responses.append((raw, wire.parse_forward_response(raw)))
+        return prepared.finish(responses)
+
+    async def session(self, session_id: Optional[str] = None, *, create: bool = True) -> "Session":
+        """As gdn_serve.Client.session, returning a gdn_serve.aio.Session."""
+        config = (await self.cached_info()).config
+        if create:
+            sid = await self.create_session(session_id or new_session_id())
+            return Session(self, sid, [0] * config.num_layers)
+        description = await self.describe_session(session_id)
+        return Session(self, session_id, positions_from_description(description, config.num_layers))
+
+
+class Session:
+    """gdn_serve.Session over the asyncio client.
+
+    forward reserves its position when called (before awaiting), so several
+    calls of one layer may be in flight in order; a failed call leaves the
+    positions to resync().
+    """
+
+    def __init__(self, client: Client, session_id: str, positions: List[int]):
+        self.client = client
+        self.id = session_id
+        self.positions = list(positions)
+
+    def __repr__(self) -> str:
+        return "aio.Session(%r, positions=%r)" % (self.id, self.positions)
+
+    async def __aenter__(self) -> "Session":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    def position(self, layer: int) -> int:
+        return self.positions[layer]
+
+    async def forward(self, layer: int, q, k, v, g=None, beta=None, *, a=None, b=None,
+                      a_log=None, dt_bias=None, timeout: Optional[float] = None):
+        n = _tokens_of(q)
+        position = self.positions[layer]
+        self.positions[layer] = position + n  # reserved: later calls queue behind this one
+        try:
+            return await self.client.forward(layer, [(self.id, position, n)], q, k, v, g, beta,
+                                             a=a, b=b, a_log=a_log, dt_bias=dt_bias,
+                                             timeout=timeout)
+        except FailedPrecondition as e:
+            if e.expected_position is not None:
+                self.positions[layer] = e.expected_position
+            raise
+        except BaseException:
+            if self.positions[layer] == position + n:  # nothing reserved after us
+                self.positions[layer] = position
+            raise
+
+    async def resync(self) -> None:
+        self.positions = positions_from_description(await self.client.describe_session(self.id),
+                                                    len(self.positions))
+
+    async def fork(self, child: Optional[str] = None) -> "Session":
+        child_id = await self.client.fork_session(
+            self.id, child or new_session_id(routing_key(self.id)))
+        return Session(self.client, child_id, self.positions)
+
+    async def export(self) -> bytes:
+        return await self.client.export_session(self.id)
+
+    async def close(self) -> None:
+        await self.client.close_session(self.id)
+

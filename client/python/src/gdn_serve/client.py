@@ -1,0 +1,202 @@
+"""gdn_serve.Client: the synchronous client of gdn-server (gdn.v1.GdnService).
+
+    client = gdn_serve.Client("127.0.0.1:50051", timeout=30)
+    sid = client.create_session()
+    o = client.forward(0, [(sid, 0, T)], q, k, v, g, beta)   # o like v: [T, Hv, V]
+
+Every method raises a gdn_serve.GdnError subclass on failure. UNAVAILABLE
+(a draining server, an unreachable one) is retried under `retry`; the server
+answers it only for calls it did not apply. Safe to use from many threads.
+"""
+
+from typing import Any, List, Optional, Sequence, Tuple
+
+import grpc
+
+from . import wire
+from ._proto import gdn_pb2
+from .channel import bind_methods, make_channel
+from .client_core import ClientCore
+from .errors import GdnError, from_rpc_error
+from .forward_call import SequenceTokens
+from .retry import call_with_retry
+from .routing import new_session_id
+
+__all__ = ["Client"]
+
+
+class Client(ClientCore):
+    """Synchronous client. See ClientCore for the constructor's arguments;
+    `channel_options` adds gRPC channel arguments."""
+
+    def __init__(self, target: str, *, root_certificates=None, token: Optional[str] = None,
+                 timeout: Optional[float] = None, channel_options: Sequence[Tuple[str, Any]] = (),
+                 **kwargs):
+        super().__init__(target, root_certificates=root_certificates, token=token,
+                         timeout=timeout, **kwargs)
+        self._channel = make_channel(target, root_certificates=root_certificates,
+                                     max_message_bytes=self.max_message_bytes,
+                                     extra_options=channel_options)
+        self._calls = bind_methods(self._channel)
+
+    def close(self) -> None:
+        """Closes the channel (sessions on the server stay)."""
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _unary(self, method: str, request, session_id: Optional[str] = None,
+               timeout: Optional[float] = None, on_error=None):
+        """One unary call under the retry policy. on_error(error, attempt) may
+        return a response to use instead of raising (idempotent retries)."""
+        call = self._calls[method]
+        metadata = self._md(session_id)
+        deadline = self._timeout(timeout)
+
+        def attempt_once(attempt: int):
+            try:
+                return call(request, timeout=deadline, metadata=metadata)
+            except grpc.RpcError as e:
+                if on_error is not None:
+                    replacement = on_error(from_rpc_error(e), attempt)
+                    if replacement is not None:
+                        return replacement
+                raise
+
+        return call_with_retry(self.retry, attempt_once)
+
+    # --- server ----------------------------------------------------------
+    def info(self, timeout: Optional[float] = None) -> gdn_pb2.ServerInfoResponse:
+        """GetServerInfo: config (LayerConfig: shape, dtypes, gating), limits, backend, version."""
+        return self._remember_info(self._unary("GetServerInfo", gdn_pb2.ServerInfoRequest(),
+                                               timeout=timeout))
+
+    def cached_info(self) -> gdn_pb2.ServerInfoResponse:
+        """The first successful info() (a server's config never changes while it runs)."""
+        return self._info if self._info is not None else self.info()
+
+    @property
+    def config(self) -> gdn_pb2.LayerConfig:
+        """The server's LayerConfig (num_layers, num_qk_heads, num_v_heads, head_dim_k/v, ...)."""
+        return self.cached_info().config
+
+    # --- sessions --------------------------------------------------------
+    def create_session(self, session_id: Optional[str] = None,
+                       timeout: Optional[float] = None) -> str:
+        """Creates a session; None lets the server pick the id. Returns the id."""
+        wanted = self._check_id("session_id", session_id)
+        response = self._unary(
+            "CreateSession", gdn_pb2.CreateSessionRequest(session_id=wanted), wanted, timeout,
+            lambda e, attempt: gdn_pb2.CreateSessionResponse(session_id=wanted)
+            if self._created_anyway(e, attempt, wanted) else None)
+        return response.session_id
+
+    def close_session(self, session_id: str, timeout: Optional[float] = None) -> None:
+        """Closes a session and frees its states."""
+        self._unary("CloseSession", gdn_pb2.CloseSessionRequest(session_id=session_id),
+                    session_id, timeout,
+                    lambda e, attempt: gdn_pb2.CloseSessionResponse()
+                    if self._closed_anyway(e, attempt) else None)
+
+    def fork_session(self, parent: str, child: Optional[str] = None,
+                     timeout: Optional[float] = None) -> str:
+        """A child sharing the parent's states copy-on-write (free until written). Returns its id."""
+        wanted = self._check_id("child", child)
+        response = self._unary(
+            "ForkSession", gdn_pb2.ForkSessionRequest(parent_id=parent, child_id=wanted), parent,
+            timeout, lambda e, attempt: gdn_pb2.ForkSessionResponse(session_id=wanted)
+            if self._created_anyway(e, attempt, wanted) else None)
+        return response.session_id
+
+    def describe_session(self, session_id: str,
+                         timeout: Optional[float] = None) -> gdn_pb2.DescribeSessionResponse:
+        """Per layer: position, has_state, tier, shared_with; state_bytes, idle_seconds."""
+        return self._unary("DescribeSession", gdn_pb2.DescribeSessionRequest(session_id=session_id),
+                           session_id, timeout)
+
+    def list_sessions(self, timeout: Optional[float] = None) -> List[str]:
+        """The ids of the sessions this server holds."""
+        return list(self._unary("ListSessions", gdn_pb2.ListSessionsRequest(),
+                                timeout=timeout).session_ids)
+
+    def export_session(self, session_id: str, timeout: Optional[float] = None) -> bytes:
+        """The session's states as .gdnsnap bytes (the file gdn-cli export writes)."""
+        call = self._calls["ExportSession"]
+        request = gdn_pb2.ExportSessionRequest(session_id=session_id)
+        metadata = self._md(session_id)
+        deadline = self._timeout(timeout)
+        chunks = call_with_retry(self.retry, lambda attempt: list(
+            call(request, timeout=deadline, metadata=metadata)))
+        return self._export_bytes(chunks)
+
+    def import_session(self, data, session_id: Optional[str] = None,
+                       timeout: Optional[float] = None) -> str:
+        """Imports .gdnsnap bytes (or a gdn_serve.snapshot.Snapshot), under
+        `session_id` when given, else the id it was exported from. Returns the id."""
+        chunks = self._import_chunks(self.cached_info(), data, session_id)
+        sid = self._import_id(chunks)
+        call = self._calls["ImportSession"]
+        metadata = self._md(sid)
+        deadline = self._timeout(timeout)
+
+        def attempt_once(attempt: int):
+            try:
+                return call(iter(chunks), timeout=deadline, metadata=metadata).session_id
+            except grpc.RpcError as e:
+                if self._created_anyway(from_rpc_error(e), attempt, sid):
+                    return sid
+                raise
+
+        return call_with_retry(self.retry, attempt_once)
+
+    # --- forward ---------------------------------------------------------
+    def forward(self, layer: int, sequences: Sequence[SequenceTokens], q, k, v, g=None, beta=None,
+                *, a=None, b=None, a_log=None, dt_bias=None, timeout: Optional[float] = None):
+        """One GDN layer over sessions: o [T, Hv, V] like v (numpy / torch, dtype, device).
+
+        sequences: [(session_id, position, num_tokens)], T = sum of num_tokens;
+        q, k [T, Hqk, K], v [T, Hv, V] (any float dtype; sent in the server's
+        activation dtype); direct gating: g, beta [T, Hv]; fused gating: a, b
+        [T, Hv], a_log, dt_bias [Hv]. Calls larger than a message are split.
+        """
+        return self.forward_with_positions(layer, sequences, q, k, v, g, beta, a=a, b=b,
+                                           a_log=a_log, dt_bias=dt_bias, timeout=timeout)[0]
+
+    def forward_with_positions(self, layer: int, sequences: Sequence[SequenceTokens], q, k, v,
+                               g=None, beta=None, *, a=None, b=None, a_log=None, dt_bias=None,
+                               timeout: Optional[float] = None):
+        """forward, returning (o, new position of each sequence)."""
+        if self._layout is None:
+            self.cached_info()
+        prepared = self._prepare_forward(
+            layer, sequences,
+            {"q": q, "k": k, "v": v, "g": g, "beta": beta, "a": a, "b": b, "a_log": a_log,
+             "dt_bias": dt_bias})
+        call = self._calls["Forward"]
+        metadata = self._md(prepared.sequences[0][0])
+        deadline = self._timeout(timeout)
+        responses = []
+        for index, part in enumerate(prepared.parts):
+            payload = prepared.payload(part)
+            try:
+                raw = call_with_retry(self.retry, lambda attempt: call(
+                    payload, timeout=deadline, metadata=metadata))
+            except GdnError as e:
+                raise self._split_error(e, index, len(prepared.parts)) from None
+            responses.append((raw, wire.parse_forward_response(raw)))
+        return prepared.finish(responses)
+
+    # --- sessions as objects ---------------------------------------------
+    def session(self, session_id: Optional[str] = None, *, create: bool = True):
+        """A gdn_serve.Session tracking positions per layer. create=True makes a
+        new session (id picked here when None, so a proxy can route it);
+        create=False attaches to an existing one (positions from describe)."""
+        from .session import Session
+        if create:
+            return Session(self, self.create_session(session_id or new_session_id()),
+                           [0] * self.config.num_layers)
+        return Session.attach(self, session_id)

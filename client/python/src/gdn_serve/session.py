@@ -1,0 +1,134 @@
+"""gdn_serve.Session: one server session and the position of each of its layers.
+
+The server applies a Forward of (session, layer) only at the stored position,
+so a Session fills the position in and advances it on success; the caller
+never counts tokens:
+
+    with client.session() as s:            # created; closed on exit
+        o = s.forward(layer, q, k, v, g, beta)   # q [T, Hqk, K] ... o [T, Hv, V]
+
+Retries after a timeout are safe: a position only advances when a call
+succeeded, so a retried call goes with the same position, and if the earlier
+try was applied after all the server refuses the retry (FailedPrecondition,
+`expected_position` = position + T) instead of applying it twice; the session
+then takes the server's position (the lost try's o cannot be recovered: the
+caller re-runs from its own checkpoint or forks earlier).
+
+A Session is owned by one thread at a time; the Client it uses is shared.
+"""
+
+from typing import List, Optional, Sequence
+
+from .errors import FailedPrecondition, InvalidArgument
+from .routing import new_session_id, routing_key
+
+__all__ = ["Session", "forward_sessions", "positions_from_description"]
+
+
+def positions_from_description(description, num_layers: int) -> List[int]:
+    """Per-layer positions [num_layers] from a DescribeSessionResponse."""
+    positions = [0] * num_layers
+    for info in description.layers:
+        if 0 <= info.layer < num_layers:
+            positions[info.layer] = info.position
+    return positions
+
+
+def _tokens_of(q, name: str = "q") -> int:
+    if len(q.shape) != 3:
+        raise InvalidArgument("%s: expected [T, H, D], got shape %s" % (name, list(q.shape)))
+    return int(q.shape[0])
+
+
+class Session:
+    """A session id and its positions [num_layers]; see the module docstring."""
+
+    def __init__(self, client, session_id: str, positions: List[int]):
+        self.client = client
+        self.id = session_id
+        self.positions = list(positions)
+
+    @classmethod
+    def attach(cls, client, session_id: str) -> "Session":
+        """An existing session, positions read from DescribeSession."""
+        description = client.describe_session(session_id)
+        return cls(client, session_id,
+                   positions_from_description(description, client.config.num_layers))
+
+    def __repr__(self) -> str:
+        return "Session(%r, positions=%r)" % (self.id, self.positions)
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def position(self, layer: int) -> int:
+        return self.positions[layer]
+
+    def forward(self, layer: int, q, k, v, g=None, beta=None, *, a=None, b=None, a_log=None,
+                dt_bias=None, timeout: Optional[float] = None):
+        """This session's next T = q.shape[0] tokens at `layer`: o [T, Hv, V] like v.
+
+        On FailedPrecondition the layer's position becomes the server's
+        (`expected_position`) before the error is raised.
+        """
+        n = _tokens_of(q)
+        try:
+            o, positions = self.client.forward_with_positions(
+                layer, [(self.id, self.positions[layer], n)], q, k, v, g, beta, a=a, b=b,
+                a_log=a_log, dt_bias=dt_bias, timeout=timeout)
+        except FailedPrecondition as e:
+            self._take_server_position(layer, e)
+            raise
+        self.positions[layer] = positions[0]
+        return o
+
+    def _take_server_position(self, layer: int, error: FailedPrecondition) -> None:
+        if error.expected_position is not None:
+            self.positions[layer] = error.expected_position
+        else:
+            self.resync()
+
+    def resync(self) -> None:
+        """Reads every layer's position from DescribeSession."""
+        self.positions = positions_from_description(self.client.describe_session(self.id),
+                                                    len(self.positions))
+
+    def fork(self, child: Optional[str] = None) -> "Session":
+        """A child sharing this session's states (copy-on-write) and positions.
+        None: an id of this session's routing key (same server behind a proxy)."""
+        child_id = self.client.fork_session(self.id, child or new_session_id(routing_key(self.id)))
+        return Session(self.client, child_id, self.positions)
+
+    def export(self) -> bytes:
+        """The session as .gdnsnap bytes."""
+        return self.client.export_session(self.id)
+
+    def close(self) -> None:
+        self.client.close_session(self.id)
+
+
+def forward_sessions(client, layer: int, sessions: Sequence[Session], num_tokens: Sequence[int],
+                     q, k, v, g=None, beta=None, *, a=None, b=None, a_log=None, dt_bias=None,
+                     timeout: Optional[float] = None):
+    """One Forward at `layer` over several sessions (a model runner's batch).
+
+    num_tokens[i] new tokens of sessions[i], inputs packed in that order
+    (q [T, Hqk, K], T = sum(num_tokens)). Advances every session on success;
+    on FailedPrecondition resyncs every session of the call, then raises.
+    """
+    if len(sessions) != len(num_tokens):
+        raise InvalidArgument("%d sessions, %d token counts" % (len(sessions), len(num_tokens)))
+    sequences = [(s.id, s.positions[layer], int(n)) for s, n in zip(sessions, num_tokens)]
+    try:
+        o, positions = client.forward_with_positions(layer, sequences, q, k, v, g, beta, a=a, b=b,
+                                                     a_log=a_log, dt_bias=dt_bias, timeout=timeout)
+    except FailedPrecondition:
+        for s in sessions:
+            s.resync()
+        raise
+    for s, position in zip(sessions, positions):
+        s.positions[layer] = position
+    return o

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# The Python client (gdn_serve) on the lent H200, one visit.
+#
+#   here:   bash scripts/device/python_visit.sh prepare   wheels into .whl/ (needs PyPI)
+#           (and scripts/device/bundle.sh for .bundle/: gdn-server, gdn-bench, [gdn-echo])
+#   device: bash scripts/device/python_visit.sh           carry .whl and .bundle
+#
+# On the device (no network, python3 with torch and transformers, no grpcio):
+#  1. unpacks the wheels (gdn_serve, grpcio for the device's python, protobuf)
+#     into /tmp/gdn_py and puts it first on PYTHONPATH (numpy, torch and
+#     transformers are the device's own);
+#  2. the transformers check (client/python/tests/transformers_check.py): a
+#     small random Qwen3-Next on cuda, natively and with use_remote_gdn against
+#     gdn-server --backend=cuda (fp32 activations, Hqk 2 / Hv 4 / K = V = 64):
+#     logits of a prefill, 16 decode steps and a 16-token generate() within the
+#     stated bound -> transformers_check.json;
+#  3. per-call latency of the Python client (bench/python/client_latency.py:
+#     decode 1x1, 32x1, prefill 1x2048, default shape 16/32/128/128 bf16;
+#     numpy, torch cpu and torch cuda inputs) against gdn-server
+#     --diagnostic_no_compute (and gdn-echo when the bundle has it), with the
+#     client's own overhead beside the transport; and against the real cuda
+#     server -> latency_*.json;
+#  4. gdn-bench's figures for the same three cases against the same servers
+#     -> bench_cpp.json;
+#  5. python_visit.md: the tables.
+# Writes at most 8 files under $OUT.
+set -u
+cd "$(dirname "$0")/../.."
+root=$PWD
+
+if [ "${1:-}" = "prepare" ]; then
+  set -e
+  rm -rf .whl && mkdir -p .whl
+  python3 -m pip wheel -q --no-deps ./client/python -w .whl/
+  # The device's python (Ubuntu 24.04: 3.12); 3.11 and 3.13 too, in case.
+  for py in 3.11 3.12 3.13; do
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$py" \
+      --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl grpcio
+  done
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl \
+    "protobuf>=$(sed -n 's/.*protobuf>=\([0-9.]*\).*/\1/p' <(unzip -p .whl/gdn_serve-*.whl '*/METADATA'))"
+  ls -la .whl
+  du -sh .whl
+  exit 0
+fi
+
+OUT=${OUT:-/tmp/gdn_out}
+mkdir -p "$OUT"
+LOG=$OUT/python_visit.log
+export LD_LIBRARY_PATH=$root/.bundle/lib:$root/.bundle/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+B=$root/.bundle/bin
+say() { echo "== $* ($(date -u +%H:%M:%S))" | tee -a "$LOG"; }
+
+say "device"
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; cat .bundle/COMMIT 2>/dev/null
+  git log -1 --format='%H %cd' 2>/dev/null; lscpu | grep -E "Model name|^CPU\(s\)"; python3 --version; } 2>&1 | tee -a "$LOG"
+
+say "install gdn_serve from .whl"
+PYDIR=/tmp/gdn_py
+rm -rf "$PYDIR" && mkdir -p "$PYDIR"
+tag=$(python3 -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
+for whl in .whl/gdn_serve-*.whl .whl/protobuf-*.whl .whl/grpcio-*-"$tag"-*.whl; do
+  [ -f "$whl" ] || { echo "missing wheel $whl (run 'python_visit.sh prepare' here)" | tee -a "$LOG"; exit 1; }
+  python3 -m zipfile -e "$whl" "$PYDIR" && echo "unpacked $whl" | tee -a "$LOG"
+done
+export PYTHONPATH=$PYDIR${PYTHONPATH:+:$PYTHONPATH}
+python3 -c "import gdn_serve, grpc, google.protobuf, numpy, torch, transformers as t
+print('gdn_serve', gdn_serve.__version__, 'grpcio', grpc.__version__, 'protobuf', google.protobuf.__version__,
+      'numpy', numpy.__version__, 'torch', torch.__version__, 'transformers', t.__version__)" 2>&1 | tee -a "$LOG"
+
+server_pid=""
+start_server() {  # name, then flags; sets $grpc
+  local name=$1; shift
+  stop_server
+  "$@" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 >/tmp/$name.out 2>/tmp/$name.err &
+  server_pid=$!
+  for _ in $(seq 150); do grep -q "listening" /tmp/$name.out 2>/dev/null && break; sleep 0.2; done
+  grpc=$(sed -nE 's/.*grpc=([^ ]+).*/\1/p' /tmp/$name.out)
+  echo "$name: $* -> ${grpc:-FAILED}" | tee -a "$LOG"
+  [ -n "$grpc" ] || { tail -20 /tmp/$name.err | tee -a "$LOG"; return 1; }
+}
+stop_server() {
+  if [ -n "$server_pid" ]; then kill -TERM "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null; fi
+  server_pid=""
+}
+trap stop_server EXIT
+
+say "transformers check (cuda model, cuda server, fp32)"
+small="--layers=3 --qk_heads=2 --v_heads=4 --head_dim_k=64 --head_dim_v=64 --activation_dtype=fp32"
+if start_server tf_server $B/gdn-server --backend=cuda $small; then
+  timeout 300 python3 - "$grpc" "$OUT/transformers_check.json" <<'EOF' 2>&1 | grep -v "^\[transformers\]" | tail -20 | tee -a "$LOG"
+import json, sys
+sys.path.insert(0, "client/python/tests")
+import torch, gdn_serve, transformers_check
+client = gdn_serve.Client(sys.argv[1], timeout=300)
+results = transformers_check.compare(client, device="cuda" if torch.cuda.is_available() else "cpu")
+results["gpu"] = torch.cuda.get_device_name() if torch.cuda.is_available() else None
+json.dump(results, open(sys.argv[2], "w"), indent=2)
+print(json.dumps(results, indent=2))
+print("TRANSFORMERS CHECK", "PASSED" if results["passed"] else "FAILED")
+EOF
+fi
+
+latency() {  # name, extra client_latency args
+  local name=$1; shift
+  say "python latency: $name"
+  timeout 400 python3 bench/python/client_latency.py --target "$grpc" --calls 2000 --prefill_calls 100 \
+    --inputs numpy,torch,torch-cuda --json_out "$OUT/latency_$name.json" "$@" 2>&1 | tail -12 | tee -a "$LOG"
+}
+cpp_bench() {  # name -> /tmp/cpp_<name>_<case>.json
+  local name=$1
+  say "gdn-bench: $name"
+  timeout 60 $B/gdn-bench --server="$grpc" --layers=1 --sessions=1 --sessions_per_call=1 --prefill_tokens=1 \
+    --decode_steps=400 --warmup_s=1 --duration_s=8 --json_out=/tmp/cpp_${name}_decode1x1.json 2>&1 | tail -3 | tee -a "$LOG"
+  timeout 60 $B/gdn-bench --server="$grpc" --layers=1 --sessions=32 --sessions_per_call=32 --prefill_tokens=1 \
+    --decode_steps=400 --warmup_s=1 --duration_s=8 --json_out=/tmp/cpp_${name}_decode32x1.json 2>&1 | tail -3 | tee -a "$LOG"
+  timeout 90 $B/gdn-bench --server="$grpc" --layers=1 --sessions=1 --sessions_per_call=1 --prefill_tokens=2048 \
+    --decode_steps=1 --warmup_s=1 --duration_s=10 --json_out=/tmp/cpp_${name}_prefill1x2048.json 2>&1 | tail -3 | tee -a "$LOG"
+}
+
+if start_server nocompute $B/gdn-server --backend=cuda --diagnostic_no_compute; then
+  latency nocompute
+  cpp_bench nocompute
+fi
+if [ -x $B/gdn-echo ] && start_server echo $B/gdn-echo --mode=raw; then
+  latency echo
+fi
+if start_server cuda $B/gdn-server --backend=cuda; then
+  latency cuda
+  cpp_bench cuda
+fi
+stop_server
+
+say "summary"
+python3 - "$OUT" <<'EOF' 2>&1 | tee -a "$LOG"
+import glob, json, os, sys
+out = sys.argv[1]
+cpp = {os.path.basename(p)[4:-5]: json.load(open(p)) for p in sorted(glob.glob("/tmp/cpp_*.json"))}
+json.dump(cpp, open(os.path.join(out, "bench_cpp.json"), "w"), indent=1)
+lines = ["# Python client (gdn_serve) on the H200", ""]
+tc = os.path.join(out, "transformers_check.json")
+if os.path.exists(tc):
+    r = json.load(open(tc))
+    lines += ["## transformers check: %s" % ("PASSED" if r["passed"] else "FAILED"), "",
+              "| quantity | value |", "| --- | --- |"]
+    lines += ["| %s | %s |" % (k, v) for k, v in r.items()]
+    lines.append("")
+lines += ["## Per-call latency (ms)", "",
+          "| server | case | inputs | end-to-end P50 / P99 | transport P50 / P99 | overhead P50 / P99 | overhead / transport | gdn-bench P50 / P99 |",
+          "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+for path in sorted(glob.glob(os.path.join(out, "latency_*.json"))):
+    name = os.path.basename(path)[8:-5]
+    for c in json.load(open(path))["cases"]:
+        case = c["case"].replace(":", "")
+        phase = "prefill" if case.startswith("prefill") else "decode"
+        b = cpp.get("%s_%s" % (name, case), {}).get("latency_ms", {}).get(phase, {})
+        lines.append("| %s | %s | %s | %.3f / %.3f | %.3f / %.3f | %.3f / %.3f | %.1f%% | %s |" % (
+            name, c["case"], c["inputs"], c["end_to_end_p50_ms"], c["end_to_end_p99_ms"],
+            c["transport_p50_ms"], c["transport_p99_ms"], c["overhead_p50_ms"], c["overhead_p99_ms"],
+            100 * c["overhead_over_transport_p50"],
+            "%.3f / %.3f" % (b["p50"], b["p99"]) if b else "-"))
+open(os.path.join(out, "python_visit.md"), "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+EOF
+say "done"
