@@ -2,6 +2,8 @@
 // the generated stub and compared with the float64 oracle.
 #include "server/rpc/gdn_service.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -10,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/testing/gdn_test_inputs.h"
@@ -483,6 +486,43 @@ TEST(GdnServiceBf16FusedTest, MatchesOracle) {
     pf += lens[0];
     pg += lens[1];
   }
+}
+
+// The same service on a Unix domain socket (--listen=unix:/path), the
+// control channel of same-host clients: calls work and match the oracle,
+// and the address is reported as given.
+TEST(GdnServiceUnixSocketTest, ServesForwardOverAUnixSocket) {
+  const uint64_t seed = gdn::testing::FreshSeed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  ServerConfig config = gdn::testing::SmallServerConfig();
+  const std::string path =
+      absl::StrCat(::testing::TempDir(), "gdn-", getpid(), "-", seed % 100000, ".sock");
+  config.listen = absl::StrCat("unix:", path);
+  gdn::testing::ServerHarness harness(config);
+  ASSERT_NE(harness.channel(), nullptr);
+  EXPECT_EQ(harness.server().grpc_address(), config.listen);
+  OracleModel oracle(config.options);
+  harness.CreateSession("u");
+  int64_t position = 0;
+  for (int tokens : {70, 1, 5}) {
+    const oracle::Inputs inputs = MakeRandomInputs(config.options, {tokens}, seed + tokens, false);
+    const std::vector<double> expected = oracle.Apply(0, {"u"}, inputs);
+    gdn::v1::ForwardResponse response;
+    const grpc::Status status = harness.Forward(
+        BuildForwardRequest(config.options, 0, {{"u", position}}, inputs), &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_LT(gdn::testing::MaxRelError(response.o(), expected), 1e-4);
+    position += tokens;
+  }
+}
+
+TEST(GdnServiceUnixSocketTest, AnEmptySocketPathIsRefused) {
+  ServerConfig config = gdn::testing::SmallServerConfig();
+  config.listen = "unix:";
+  absl::StatusOr<std::unique_ptr<GdnServer>> server = GdnServer::Start(config);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(server.status().message()), HasSubstr("unix:/path"));
 }
 
 }  // namespace
