@@ -14,8 +14,8 @@ BUILD=${BUILD:-build-cuda}
 if [ $# -gt 0 ]; then
   TARGETS=("$@")
 else
-  TARGETS=(cuda_backend_test recurrent_kernel_test decode_graph_test gdn_capi_test decode_bench gdn_capi
-           recurrent_pdl_test graphed_decode_runner_test server_decode_graph_test)
+  TARGETS=(cuda_backend_test recurrent_kernel_test cuda_stream_test gdn_capi_test decode_bench gdn_capi
+           recurrent_pdl_test server_cuda_test)
 fi
 
 cmake -S . -B "$BUILD" -G Ninja -DGDN_WITH_CUDA=ON -DGDN_CUDA_ARCHITECTURES=90a >/dev/null

@@ -2,7 +2,7 @@
 # One device visit (<= ~9.5 minutes): the gdn-eval H200 report
 # (bench/eval/run_device.sh: full grid, GPU baselines, plots) plus short
 # re-checks of what changed since the kernels visit (PDL chain test, chunked
-# prefill test) and the server's decode path with and without CUDA graphs
+# prefill test) and the server's decode path
 # (gdn-bench at 32 and 128 sessions, 32 per call, 36 layers). Everything goes
 # into $OUT/eval.tar.gz plus report.md (the tool brings back at most 8 files).
 # Bundle here with:
@@ -34,7 +34,7 @@ for t in recurrent_pdl_test chunked_prefill_test; do
   grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|Failure" "$WORK/$t.txt" | head -10
 done
 
-# 2. Server decode with and without graphs.
+# 2. Server decode under gdn-bench.
 start_server() {  # name, flags...; sets ${name}_grpc and ${name}_metrics
   local name=$1; shift
   "$B/gdn-server" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 "$@" \
@@ -47,19 +47,14 @@ start_server() {  # name, flags...; sets ${name}_grpc and ${name}_metrics
 }
 WORKLOAD=(--sessions_per_call=32 --prefill_tokens=64 --decode_steps=64 --progress=false
           --sweep=concurrency:32,128 --warmup_s=2 --duration_s=6)
-for mode in graphs direct; do
-  flag=true; [ $mode = direct ] && flag=false
-  start_server "server_$mode" --backend=cuda --decode_graphs=$flag
-  grpc_var=server_${mode}_grpc; metrics_var=server_${mode}_metrics
-  timeout 60 "$B/gdn-bench" --server="${!grpc_var}" --metrics="${!metrics_var}" "${WORKLOAD[@]}" \
-    --json_out="$WORK/server_$mode.json" > "$WORK/server_$mode.txt" 2>&1
-  echo "== gdn-bench decode_graphs=$flag rc=$? at $(elapsed)s"
-  tail -8 "$WORK/server_$mode.txt"
-  python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen('http://${!metrics_var}/metrics').read().decode())" \
-    > "$WORK/server_${mode}_metrics.txt" 2>/dev/null
-  grep -E "^gdn_decode_(graph|direct|padding)" "$WORK/server_${mode}_metrics.txt"
-  kill -TERM %1 2>/dev/null; wait
-done
+start_server server --backend=cuda
+timeout 60 "$B/gdn-bench" --server="$server_grpc" --metrics="$server_metrics" "${WORKLOAD[@]}" \
+  --json_out="$WORK/server.json" > "$WORK/server.txt" 2>&1
+echo "== gdn-bench rc=$? at $(elapsed)s"
+tail -8 "$WORK/server.txt"
+python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen('http://$server_metrics/metrics').read().decode())" \
+  > "$WORK/server_metrics.txt" 2>/dev/null
+kill -TERM %1 2>/dev/null; wait
 
 # 3. gdn-eval + GPU baselines in the time left (run_device.sh's layout).
 mkdir -p .bundle/eval/bin .bundle/eval/lib

@@ -18,7 +18,7 @@ mkdir -p "$WORK"
 t0=$(date +%s)
 elapsed() { echo $(( $(date +%s) - t0 )); }
 
-# 1. Decode: GPU tests (graphs, PDL, runner, server) and the benchmark.
+# 1. Decode: GPU tests (backend, streams, PDL, server) and the benchmark.
 OUT=$WORK PARTS=tests,bench TEST_TIMEOUT=60 timeout 300 bash scripts/device/gpu_suite.sh > "$WORK/decode_console.log" 2>&1
 echo "== decode suite done at $(elapsed)s"
 grep -E "^== |^rc |^\[  (PASSED|FAILED) |^\[  FAILED" "$WORK/suite.log" | head -60
