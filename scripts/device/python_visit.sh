@@ -32,8 +32,8 @@ if [ "${1:-}" = "prepare" ]; then
   set -e
   rm -rf .whl && mkdir -p .whl
   python3 -m pip wheel -q --no-deps ./client/python -w .whl/
-  # The device's python (Ubuntu 24.04: 3.12); 3.11 and 3.13 too, in case.
-  for py in 3.11 3.12 3.13; do
+  # The device's python (Ubuntu 24.04: 3.12); the carry limit is 64 MiB in all.
+  for py in 3.12; do
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$py" \
       --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl grpcio
   done
