@@ -52,11 +52,9 @@ absl::StatusOr<std::string> ForwardRouteKey(const v1::ForwardRequest& request, b
 std::shared_ptr<grpc::Channel> MakeGdnChannel(const std::string& target,
                                               const GdnClientOptions& options,
                                               int channel_index) {
-  grpc::ChannelArguments args;
-  const int limit = static_cast<int>(
-      std::min<int64_t>(options.max_message_bytes, INT32_MAX));
-  args.SetMaxReceiveMessageSize(limit);
-  args.SetMaxSendMessageSize(limit);
+  wire::TransportOptions transport = options.transport;
+  transport.max_message_bytes = options.max_message_bytes;
+  grpc::ChannelArguments args = wire::ClientChannelArguments(transport);
   // Channels with different arguments never share a connection; a local
   // subchannel pool makes that explicit.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);

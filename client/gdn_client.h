@@ -11,6 +11,8 @@
 // Both split a request larger than the message size (the smaller of the
 // client's and the server's limit) into several calls sent in order
 // (client/forward_split.h), so a long prefill needs no care from the caller.
+// A third path, bytes in and out with no protobuf message and no tensor copy,
+// is client/raw_forward.h over channel() (gdn-bench's unary Forward).
 //
 // Behind a proxy (deploy/README.md, "Scale it"): every call that names a
 // session carries its routing key in the `x-gdn-route` header
@@ -47,6 +49,7 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/sync_stream.h"
+#include "proto/grpc_transport.h"
 
 namespace gdn::client {
 
@@ -64,6 +67,10 @@ struct GdnClientOptions {
   // Told of each retried try (gdn-bench counts them); may be empty. Called
   // from the calling thread.
   RetryObserver on_retry;
+  // HTTP/2 window, frame and read sizes of the channel (proto/grpc_transport.h:
+  // tuned for multi-MiB messages by default; zeros keep gRPC's defaults).
+  // Its max_message_bytes is not used: max_message_bytes above is the limit.
+  wire::TransportOptions transport;
   // True when the target is a proxy routing on `x-gdn-route` (or may be):
   // calls over sessions of different routing keys are refused with
   // InvalidArgument before anything is sent, since they may live on
@@ -72,9 +79,10 @@ struct GdnClientOptions {
   bool session_affinity = false;
 };
 
-// A channel to `target` ("host:port") sized for the options' message limit.
-// `channel_index` makes channels to the same target distinct connections
-// (several channels spread load over several TCP connections).
+// A channel to `target` ("host:port" or "unix:/path") sized for the options'
+// message limit, with the options' transport settings. `channel_index` makes
+// channels to the same target distinct connections (several channels spread
+// load over several TCP connections).
 std::shared_ptr<grpc::Channel> MakeGdnChannel(const std::string& target,
                                               const GdnClientOptions& options,
                                               int channel_index = 0);
@@ -117,6 +125,8 @@ class GdnClient {
   GdnClient& operator=(const GdnClient&) = delete;
 
   const GdnClientOptions& options() const { return options_; }
+  // The channel every call goes through (for the raw path, raw_forward.h).
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
 
   absl::StatusOr<v1::ServerInfoResponse> GetServerInfo();
   // The first successful GetServerInfo, kept (the layer config of a server

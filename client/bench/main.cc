@@ -4,6 +4,7 @@
 //   gdn-bench --mode=open --rate=20 --arrival=gamma --burstiness=0.5 --duration_s=30
 //   gdn-bench --sweep=concurrency:1,2,4,8 --json_out=s.json --plot=s.png
 //   gdn-bench --slo_p99_ms=20 --slo_phase=decode --slo_load=concurrency:1:256
+//   gdn-bench --compare_echo=HOST:PORT --compare_rounds=3 --json_out=r.json
 //
 // Exit codes: 0 done, 1 the run failed (server unreachable, nothing
 // succeeded, cannot write an output), 2 bad flags.
@@ -16,6 +17,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "client/bench/compare_echo.h"
 #include "client/bench/report.h"
 #include "client/bench/sweep.h"
 #include "client/bench/workload.h"
@@ -67,6 +69,20 @@ ABSL_FLAG(int, slo_max_probes, 10, "runs the SLO search may make");
 ABSL_FLAG(std::string, compare_ceiling, "",
           "HOST:PORT of a --diagnostic_no_compute gdn-server: rerun the same traffic there and "
           "report how far this run is from the transport ceiling");
+ABSL_FLAG(std::string, compare_echo, "",
+          "HOST:PORT (or unix:/path) of a gdn-echo with the server's shape: run the same workload "
+          "there and here in one run, the two taking turns, and report server/echo P50 and P99 "
+          "ratios per call type");
+ABSL_FLAG(int, compare_rounds, 3,
+          "--compare_echo: turns per arm (ABBA order); --duration_s, --warmup_s and --rounds are "
+          "split evenly over them");
+ABSL_FLAG(bool, default_transport, false,
+          "channels with gRPC's default HTTP/2 window, frame and read sizes (the 'before' figures); "
+          "overrides the three size flags");
+ABSL_FLAG(int32_t, stream_window_bytes, 64 << 20,
+          "per-stream flow-control window the client offers; 0: gRPC's default");
+ABSL_FLAG(int32_t, max_frame_bytes, 1 << 20, "largest HTTP/2 frame accepted; 0: gRPC's default");
+ABSL_FLAG(int32_t, max_read_chunk_bytes, 4 << 20, "bytes per socket read; 0: gRPC's default");
 ABSL_FLAG(std::string, json_out, "", "write the JSON report here");
 ABSL_FLAG(std::string, csv_out, "", "write the CSV report here (one row per run)");
 ABSL_FLAG(std::string, plot, "", "sweeps: write a PNG of latency and throughput vs load here");
@@ -141,6 +157,18 @@ absl::StatusOr<BenchConfig> ConfigFromFlags() {
   c.deadline_s = absl::GetFlag(FLAGS_deadline_s);
   c.retry_s = absl::GetFlag(FLAGS_retry_s);
   c.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  if (absl::GetFlag(FLAGS_default_transport)) {
+    c.transport.stream_window_bytes = c.transport.max_frame_bytes = 0;
+    c.transport.max_read_chunk_bytes = 0;
+  } else {
+    c.transport.stream_window_bytes = absl::GetFlag(FLAGS_stream_window_bytes);
+    c.transport.max_frame_bytes = absl::GetFlag(FLAGS_max_frame_bytes);
+    c.transport.max_read_chunk_bytes = absl::GetFlag(FLAGS_max_read_chunk_bytes);
+    if (c.transport.stream_window_bytes < 0 || c.transport.max_frame_bytes < 0 ||
+        c.transport.max_read_chunk_bytes < 0) {
+      return absl::InvalidArgumentError("transport sizes must be >= 0 (0: gRPC's default)");
+    }
+  }
   c.progress = absl::GetFlag(FLAGS_progress);
   return c;
 }
@@ -182,6 +210,8 @@ int main(int argc, char** argv) {
   const double slo = absl::GetFlag(FLAGS_slo_p99_ms);
   const std::string plot = absl::GetFlag(FLAGS_plot);
   const std::string ceiling_server = absl::GetFlag(FLAGS_compare_ceiling);
+  const std::string echo_server = absl::GetFlag(FLAGS_compare_echo);
+  const int compare_rounds = absl::GetFlag(FLAGS_compare_rounds);
   std::string json_out = absl::GetFlag(FLAGS_json_out);
   if (!sweep_flag.empty() && slo > 0) {
     return BadFlags(absl::InvalidArgumentError("--sweep and --slo_p99_ms: pick one"));
@@ -198,6 +228,13 @@ int main(int argc, char** argv) {
   if (!ceiling_server.empty() && (!sweep_flag.empty() || slo > 0)) {
     return BadFlags(absl::InvalidArgumentError("--compare_ceiling is for single runs"));
   }
+  if (!echo_server.empty() && (!sweep_flag.empty() || slo > 0)) {
+    return BadFlags(absl::InvalidArgumentError("--compare_echo is for single runs"));
+  }
+  if (!echo_server.empty() && !config->trace.empty()) {
+    return BadFlags(absl::InvalidArgumentError("--compare_echo cannot split --trace_file into turns"));
+  }
+  if (compare_rounds < 1) return BadFlags(absl::InvalidArgumentError("--compare_rounds must be >= 1"));
 
   if (!sweep_flag.empty() || slo > 0) {
     absl::StatusOr<SweepResult> sweep;
@@ -231,7 +268,26 @@ int main(int argc, char** argv) {
   }
 
   if (absl::Status valid = ValidateConfig(*config); !valid.ok()) return BadFlags(valid);
-  absl::StatusOr<BenchResult> result = RunBench(*config);
+  // With --compare_echo the run is the server's turns merged, the echo's
+  // beside it.
+  std::unique_ptr<CompareEchoResult> compared;
+  absl::StatusOr<BenchResult> result;
+  if (echo_server.empty()) {
+    result = RunBench(*config);
+  } else {
+    absl::StatusOr<CompareEchoResult> c = RunCompareEcho(*config, echo_server, compare_rounds);
+    if (c.ok()) {
+      compared = std::make_unique<CompareEchoResult>(*std::move(c));
+      result = compared->server;
+      if (compared->echo.server.backend() != "echo") {
+        std::cerr << "gdn-bench: WARNING: --compare_echo server " << echo_server
+                  << " is not a gdn-echo (backend '" << compared->echo.server.backend()
+                  << "'); its numbers are not the transport's ceiling\n";
+      }
+    } else {
+      result = c.status();
+    }
+  }
   if (!result.ok()) {
     std::cerr << "gdn-bench: " << gdn::client::GrpcCodeName(result.status().code()) << ": "
               << result.status().message() << "\n";
@@ -255,8 +311,14 @@ int main(int argc, char** argv) {
     }
     ceiling = std::make_unique<BenchResult>(std::move(*r));
   }
-  std::cout << FormatTextReport(*result, ceiling.get());
-  bool ok = WriteFile(json_out, FormatJsonReport(*result, ceiling.get()) + "\n") &&
+  std::string text = FormatTextReport(*result, ceiling.get());
+  JsonFields extra;
+  if (compared != nullptr) {
+    text += FormatCompareEchoText(*compared);
+    extra.emplace_back("compare_echo", CompareEchoJson(*compared));
+  }
+  std::cout << text;
+  bool ok = WriteFile(json_out, FormatJsonReport(*result, ceiling.get(), extra) + "\n") &&
             WriteFile(absl::GetFlag(FLAGS_csv_out), CsvHeader() + CsvRow(*result));
   // Failed calls are part of the measurement, not a failure of the tool; but
   // a run in which nothing succeeded is.

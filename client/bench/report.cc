@@ -49,6 +49,15 @@ std::vector<std::pair<std::string, const LatencyHistogram*>> Latencies(const Ben
   return out;
 }
 
+// "tuned (window 64 MiB, frame 1 MiB, read 4 MiB)" or "gRPC defaults".
+std::string TransportName(const wire::TransportOptions& t) {
+  if (t.stream_window_bytes == 0 && t.max_frame_bytes == 0 && t.max_read_chunk_bytes == 0) {
+    return "gRPC defaults";
+  }
+  return absl::StrFormat("window %d, frame %d, read chunk %d bytes (0: gRPC default)",
+                         t.stream_window_bytes, t.max_frame_bytes, t.max_read_chunk_bytes);
+}
+
 std::string ModeName(const BenchConfig& c) { return c.mode == LoopMode::kClosed ? "closed" : "open"; }
 
 // Client and server counts of each method over the whole run.
@@ -91,7 +100,8 @@ double PhaseP99Ms(const BenchResult& r, const std::string& phase) {
   return -1;
 }
 
-std::string FormatJsonReport(const BenchResult& r, const BenchResult* ceiling) {
+std::string FormatJsonReport(const BenchResult& r, const BenchResult* ceiling,
+                             const JsonFields& extra) {
   const BenchConfig& c = r.config;
   const v1::LayerConfig& s = r.server.config();
   const Throughput t = ThroughputOf(r);
@@ -134,6 +144,7 @@ std::string FormatJsonReport(const BenchResult& r, const BenchResult* ceiling) {
                              {"fork_fanout", absl::StrCat(c.fork_fanout)},
                              {"sessions_per_call", absl::StrCat(c.sessions_per_call)},
                              {"transport", JsonString(c.stream ? "stream" : "unary")},
+                             {"grpc_transport", JsonString(TransportName(c.transport))},
                              {"channels", absl::StrCat(c.channels)},
                              {"warmup_s", JsonNumber(c.warmup_s)},
                              {"duration_s", JsonNumber(c.duration_s)},
@@ -219,6 +230,7 @@ std::string FormatJsonReport(const BenchResult& r, const BenchResult* ceiling) {
                     {"latency_ms", JsonObject({{"prefill", LatencyJson(ceiling->measured.prefill().latency)},
                                                {"decode", LatencyJson(ceiling->measured.decode().latency)}})}}));
   }
+  fields.insert(fields.end(), extra.begin(), extra.end());
   return JsonObject(fields);
 }
 
@@ -234,13 +246,14 @@ std::string FormatTextReport(const BenchResult& r, const BenchResult* ceiling) {
                                : absl::StrFormat("open loop, trace %s x%.3g", c.trace_file, c.trace_speed);
   std::string out = absl::StrFormat(
       "gdn-bench%s: %s (%s, %s), Hqk %d Hv %d K %d V %d, %s activations, %s state\n"
-      "  %s; %d per call, %s, %d threads, %d channels, %d layers\n"
+      "  %s; %d per call, %s, %d threads, %d channels (%s), %d layers\n"
       "  prefill %s tokens, %s decode steps, think %.3g ms%s\n"
       "  measured %.2f s of %.2f s; %d sessions completed\n\n",
       c.label.empty() ? "" : " [" + c.label + "]", c.server, r.server.backend(), r.server.device(),
       s.num_qk_heads(), s.num_v_heads(), s.head_dim_k(), s.head_dim_v(),
       v1::DType_Name(s.activation_dtype()), s.state_dtype(), load, c.sessions_per_call,
-      c.stream ? "streaming" : "unary", r.workers, c.channels, c.layers,
+      c.stream ? "streaming (protobuf)" : "unary (raw bytes)", r.workers, c.channels,
+      TransportName(c.transport), c.layers,
       c.trace.empty() ? c.prefill_tokens.ToString() : "trace",
       c.trace.empty() ? c.decode_steps.ToString() : "trace", c.think_ms,
       c.fork_fanout > 0 ? absl::StrFormat(", shared prefix %d tokens x %d forks",

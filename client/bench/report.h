@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "client/bench/json_writer.h"
 #include "client/bench/workload.h"
 
 namespace gdn::client::bench {
@@ -23,7 +24,9 @@ bool IsPhaseName(const std::string& phase);
 // `ceiling`, when given, is the same traffic against a --diagnostic_no_compute
 // server; the report then says how far this run is from it.
 std::string FormatTextReport(const BenchResult& r, const BenchResult* ceiling = nullptr);
-std::string FormatJsonReport(const BenchResult& r, const BenchResult* ceiling = nullptr);  // one object
+// One object; `extra` fields (e.g. "compare_echo") are appended at its end.
+std::string FormatJsonReport(const BenchResult& r, const BenchResult* ceiling = nullptr,
+                             const JsonFields& extra = {});
 std::string CsvHeader();
 std::string CsvRow(const BenchResult& r);
 

@@ -31,7 +31,7 @@ void NormalizeRows(std::vector<float>* x, int dim) {
 }  // namespace
 
 RequestFactory::RequestFactory(const v1::LayerConfig& c, int pool_rows, std::mt19937_64& rng)
-    : config_(c), pool_rows_(std::max(1, pool_rows)) {
+    : config_(c), fused_(c.gating_mode() == "fused"), pool_rows_(std::max(1, pool_rows)) {
   DType act = DType::kBF16;
   wire::FromProtoDType(c.activation_dtype(), &act);
   const int64_t t = pool_rows_;
@@ -47,28 +47,87 @@ RequestFactory::RequestFactory(const v1::LayerConfig& c, int pool_rows, std::mt1
     pool->row_bytes = pool->bytes.size() / t;
     pool->row_shape = std::move(row_shape);
   };
+  auto pools = std::make_shared<Pools>();
   std::vector<float> q = Randn(t * hqk * dk, rng), k = Randn(t * hqk * dk, rng);
   if (!c.l2_norm_qk()) {
     NormalizeRows(&q, static_cast<int>(dk));
     NormalizeRows(&k, static_cast<int>(dk));
   }
-  make_pool(&q_, act, {hqk, dk}, q);
-  make_pool(&k_, act, {hqk, dk}, k);
-  make_pool(&v_, act, {hv, dv}, Randn(t * hv * dv, rng));
+  make_pool(&pools->q, act, {hqk, dk}, q);
+  make_pool(&pools->k, act, {hqk, dk}, k);
+  make_pool(&pools->v, act, {hv, dv}, Randn(t * hv * dv, rng));
   std::vector<float> x = Randn(t * hv, rng), y = Randn(t * hv, rng);
-  if (c.gating_mode() == "fused") {
+  if (fused_) {
     // Qwen3-Next's initialisation: A in [1, 16], dt_bias small.
     std::uniform_real_distribution<float> a_range(1.0f, 16.0f);
     std::vector<float> a_log(hv), dt_bias = Randn(hv, rng);
     for (float& a : a_log) a = std::log(a_range(rng));
-    a_log_ = wire::MakeTensor(DType::kF32, {hv}, a_log.data());
-    dt_bias_ = wire::MakeTensor(DType::kF32, {hv}, dt_bias.data());
+    pools->a_log = wire::MakeTensor(DType::kF32, {hv}, a_log.data());
+    pools->dt_bias = wire::MakeTensor(DType::kF32, {hv}, dt_bias.data());
   } else {
     for (float& g : x) g = -std::log1p(std::exp(-g)) / 16.0f;  // logsigmoid / 16
     for (float& b : y) b = 1.0f / (1.0f + std::exp(-b));       // sigmoid
   }
-  make_pool(&gate_x_, DType::kF32, {hv}, x);
-  make_pool(&gate_y_, DType::kF32, {hv}, y);
+  make_pool(&pools->gate_x, DType::kF32, {hv}, x);
+  make_pool(&pools->gate_y, DType::kF32, {hv}, y);
+  pools_ = std::move(pools);
+}
+
+int64_t RequestFactory::FirstRow(std::mt19937_64& rng) const {
+  return std::uniform_int_distribution<int64_t>(0, pool_rows_ - 1)(rng);
+}
+
+wire::TensorParts RequestFactory::TensorRows(const Pool& pool, int64_t first_row,
+                                             int64_t rows) const {
+  wire::TensorParts out;
+  out.dtype = pool.dtype;
+  out.shape.reserve(1 + pool.row_shape.size());
+  out.shape.push_back(rows);
+  out.shape.insert(out.shape.end(), pool.row_shape.begin(), pool.row_shape.end());
+  for (int64_t done = 0; done < rows;) {
+    const int64_t row = (first_row + done) % pool_rows_;
+    const int64_t n = std::min<int64_t>(rows - done, pool_rows_ - row);
+    out.data.push_back(
+        {pool.bytes.data() + row * pool.row_bytes, static_cast<size_t>(n) * pool.row_bytes, pools_});
+    done += n;
+  }
+  return out;
+}
+
+wire::TensorParts RequestFactory::WholeTensor(const v1::Tensor& t) const {
+  wire::TensorParts out;
+  out.dtype = t.dtype();
+  out.shape.assign(t.shape().begin(), t.shape().end());
+  out.data.push_back({t.data().data(), t.data().size(), pools_});
+  return out;
+}
+
+wire::ForwardRequestParts RequestFactory::BuildParts(int32_t layer,
+                                                     const std::vector<SequenceSlot>& sequences,
+                                                     std::mt19937_64& rng) const {
+  wire::ForwardRequestParts r;
+  r.layer = layer;
+  r.sequences.reserve(sequences.size());
+  int64_t t = 0;
+  for (const SequenceSlot& s : sequences) {
+    r.sequences.push_back({s.session_id, s.position, s.num_tokens});
+    t += s.num_tokens;
+  }
+  const int64_t first = FirstRow(rng);
+  const Pools& p = *pools_;
+  r.q = TensorRows(p.q, first, t);
+  r.k = TensorRows(p.k, first, t);
+  r.v = TensorRows(p.v, first, t);
+  if (fused_) {
+    r.a = TensorRows(p.gate_x, first, t);
+    r.b = TensorRows(p.gate_y, first, t);
+    r.a_log = WholeTensor(p.a_log);
+    r.dt_bias = WholeTensor(p.dt_bias);
+  } else {
+    r.g = TensorRows(p.gate_x, first, t);
+    r.beta = TensorRows(p.gate_y, first, t);
+  }
+  return r;
 }
 
 void RequestFactory::FillTensor(const Pool& pool, int64_t first_row, int64_t rows,
@@ -100,18 +159,19 @@ v1::ForwardRequest RequestFactory::Build(int32_t layer, const std::vector<Sequen
     spec->set_num_tokens(s.num_tokens);
     t += s.num_tokens;
   }
-  const int64_t first = std::uniform_int_distribution<int64_t>(0, pool_rows_ - 1)(rng);
-  FillTensor(q_, first, t, r.mutable_q());
-  FillTensor(k_, first, t, r.mutable_k());
-  FillTensor(v_, first, t, r.mutable_v());
-  if (config_.gating_mode() == "fused") {
-    FillTensor(gate_x_, first, t, r.mutable_a());
-    FillTensor(gate_y_, first, t, r.mutable_b());
-    *r.mutable_a_log() = a_log_;
-    *r.mutable_dt_bias() = dt_bias_;
+  const int64_t first = FirstRow(rng);
+  const Pools& p = *pools_;
+  FillTensor(p.q, first, t, r.mutable_q());
+  FillTensor(p.k, first, t, r.mutable_k());
+  FillTensor(p.v, first, t, r.mutable_v());
+  if (fused_) {
+    FillTensor(p.gate_x, first, t, r.mutable_a());
+    FillTensor(p.gate_y, first, t, r.mutable_b());
+    *r.mutable_a_log() = p.a_log;
+    *r.mutable_dt_bias() = p.dt_bias;
   } else {
-    FillTensor(gate_x_, first, t, r.mutable_g());
-    FillTensor(gate_y_, first, t, r.mutable_beta());
+    FillTensor(p.gate_x, first, t, r.mutable_g());
+    FillTensor(p.gate_y, first, t, r.mutable_beta());
   }
   return r;
 }

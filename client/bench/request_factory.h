@@ -1,18 +1,26 @@
 // Builds Forward requests cheaply: random inputs (shared/GDN.md: q, k, v
 // ~ randn, g = logsigmoid(randn) / 16, beta = sigmoid(randn); fused gating:
 // a, b ~ randn, A in [1, 16]) are encoded once into a pool of rows in the
-// server's activation dtype, and each call copies a window of rows out of it
-// (wrapping around), so the client spends its time on the network rather
-// than on random numbers and dtype conversion.
+// server's activation dtype. A call takes a window of rows of the pool
+// starting at a random row (wrapping around):
+//   BuildParts: in place, the tensors are references into the pool (one run,
+//     or two or more where the window wraps) for wire::EncodeForwardRequest:
+//     no tensor byte is copied (the unary path);
+//   Build: a v1::ForwardRequest with the rows copied in (the stream path,
+//     which stays on protobuf).
+// The pools are immutable and shared with every slice that references them
+// (BytesRef::owner), so a request may outlive the factory.
 #ifndef GDN_CLIENT_BENCH_REQUEST_FACTORY_H_
 #define GDN_CLIENT_BENCH_REQUEST_FACTORY_H_
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "gdn/v1/gdn.pb.h"
+#include "proto/forward_wire.h"
 
 namespace gdn::client::bench {
 
@@ -27,7 +35,11 @@ class RequestFactory {
   // `pool_rows` rows of each tensor (calls larger than that repeat rows).
   RequestFactory(const v1::LayerConfig& config, int pool_rows, std::mt19937_64& rng);
 
-  // A request for `sequences` on `layer`, inputs starting at a random row.
+  // A request for `sequences` on `layer`, inputs starting at a random row,
+  // tensors referencing the pool.
+  wire::ForwardRequestParts BuildParts(int32_t layer, const std::vector<SequenceSlot>& sequences,
+                                       std::mt19937_64& rng) const;
+  // The same request as a protobuf message (rows copied).
   v1::ForwardRequest Build(int32_t layer, const std::vector<SequenceSlot>& sequences,
                            std::mt19937_64& rng) const;
 
@@ -38,12 +50,20 @@ class RequestFactory {
     v1::DType dtype = v1::DTYPE_FP32;
     std::vector<int64_t> row_shape;  // shape of one row, e.g. [Hqk, K]
   };
+  struct Pools {
+    Pool q, k, v, gate_x, gate_y;  // gate x / y: g and beta, or a and b
+    v1::Tensor a_log, dt_bias;     // fused gating only, [Hv] fp32
+  };
+  int64_t FirstRow(std::mt19937_64& rng) const;
+  // Rows [first_row, first_row + rows) of `pool` (mod pool_rows) by reference.
+  wire::TensorParts TensorRows(const Pool& pool, int64_t first_row, int64_t rows) const;
   void FillTensor(const Pool& pool, int64_t first_row, int64_t rows, v1::Tensor* out) const;
+  wire::TensorParts WholeTensor(const v1::Tensor& t) const;
 
   v1::LayerConfig config_;
+  bool fused_ = false;
   int pool_rows_;
-  Pool q_, k_, v_, gate_x_, gate_y_;  // gate x / y: g and beta, or a and b
-  v1::Tensor a_log_, dt_bias_;        // fused gating only, [Hv] fp32
+  std::shared_ptr<const Pools> pools_;
 };
 
 }  // namespace gdn::client::bench

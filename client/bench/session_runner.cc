@@ -4,7 +4,9 @@
 #include <memory>
 #include <thread>
 
-#include "client/forward_split.h"
+#include "absl/strings/str_cat.h"
+#include "client/forward_parts_split.h"
+#include "client/raw_forward.h"
 #include "client/retry.h"
 #include "client/routing_key.h"
 
@@ -15,6 +17,7 @@ struct SessionRunner::Lane {
   std::vector<int64_t> positions;
   std::vector<SessionWork> work;
   std::unique_ptr<ForwardStream> stream;  // streaming transport only
+  RawCallOptions raw;                     // unary: the client's call settings, the lane's route
 };
 
 UnitPlan MakeUnitPlan(const BenchConfig& config, std::mt19937_64& rng,
@@ -42,7 +45,7 @@ SessionRunner::SessionRunner(GdnClient* client, const RequestFactory* factory,
                              const BenchConfig& config, Recorder* recorder,
                              Clock::time_point stop_at, uint64_t seed)
     : client_(client), factory_(factory), config_(config), recorder_(recorder),
-      stop_at_(stop_at), rng_(seed) {}
+      stop_at_(stop_at), rng_(seed), message_limit_(client->EffectiveMessageLimit()) {}
 
 bool SessionRunner::TimeUp() const { return Clock::now() >= stop_at_; }
 
@@ -84,44 +87,69 @@ bool SessionRunner::CloseSessions(const std::vector<std::string>& ids) {
 
 bool SessionRunner::Forward(Lane& lane, const std::vector<SequenceSlot>& seqs, int layer,
                             bool prefill, std::mt19937_64& rng) {
-  v1::ForwardRequest request = factory_->Build(layer, seqs, rng);
   int64_t tokens = 0;
   for (const SequenceSlot& s : seqs) tokens += s.num_tokens;
   const CallType type = prefill ? CallType::kPrefill : CallType::kDecode;
+  if (lane.stream != nullptr) return ForwardOnStream(lane, seqs, layer, type, tokens, rng);
+
+  // Unary: built in place and encoded before the clock starts; the tensors
+  // are references into the factory's pool, split (when over the message
+  // limit) into parts that reference sub-ranges of it: no tensor byte is
+  // copied on the client. The clock covers the RPCs only.
+  absl::StatusOr<std::vector<ForwardPartRefs>> parts = SplitForwardRequestParts(
+      factory_->BuildParts(layer, seqs, rng), message_limit_);
+  std::vector<grpc::ByteBuffer> messages;
+  if (parts.ok()) {
+    messages.resize(parts->size());
+    for (size_t p = 0; p < parts->size(); ++p) {
+      grpc::ByteBuffer encoded = wire::EncodeForwardRequest((*parts)[p].request);
+      messages[p].Swap(&encoded);  // ByteBuffer has no move; a copy would allocate
+    }
+  }
   const Clock::time_point t0 = Clock::now();
-  absl::Status status;
-  int64_t parts = 1;
-  if (lane.stream != nullptr) {
-    const GdnClientOptions& o = client_->options();
-    status = CallWithRetry(o.retry, o.on_retry, "ForwardStream", [&](int attempt) {
-      // A stream that failed with UNAVAILABLE may be broken (its server
-      // drained): resend on a new one, which the proxy routes anew.
-      if (attempt > 1) lane.stream = client_->OpenForwardStream(RoutingKey(lane.ids[0]));
-      absl::StatusOr<uint64_t> sent = lane.stream->Send(request);
-      if (!sent.ok()) return sent.status();
-      return lane.stream->Receive().status();
-    });
-  } else {
-    // Parts the client splits it into (the server counts each).
-    absl::StatusOr<std::vector<ForwardPart>> split =
-        SplitForwardRequest(request, client_->EffectiveMessageLimit());
-    if (split.ok()) parts = static_cast<int64_t>(split->size());
-    status = client_->Forward(request).status();
+  absl::Status status = parts.status();
+  for (size_t p = 0; p < messages.size() && status.ok(); ++p) {
+    status = ForwardRaw(client_->channel(), messages[p], lane.raw).status();
+    if (!status.ok() && messages.size() > 1) {
+      status = absl::Status(status.code(), absl::StrCat("part ", p + 1, " of ", messages.size(),
+                                                        " of a split Forward: ", status.message()));
+    }
   }
   const Clock::time_point t1 = Clock::now();
-  if (lane.stream != nullptr) {
-    // The server counts each stream message as one "ForwardStream" request.
-    recorder_->RecordRpc("ForwardStream", status);
-    recorder_->RecordCall(type, t0, t1, status, tokens, 0);
-  } else {
-    recorder_->RecordCall(type, t0, t1, status, tokens, parts);
-  }
+  // Parts the client split it into (the server counts each).
+  recorder_->RecordCall(type, t0, t1, status, tokens,
+                        std::max<int64_t>(1, static_cast<int64_t>(messages.size())));
+  return status.ok();
+}
+
+bool SessionRunner::ForwardOnStream(Lane& lane, const std::vector<SequenceSlot>& seqs, int layer,
+                                    CallType type, int64_t tokens, std::mt19937_64& rng) {
+  // The stream stays on protobuf messages (the rows are copied in).
+  v1::ForwardRequest request = factory_->Build(layer, seqs, rng);
+  const GdnClientOptions& o = client_->options();
+  const Clock::time_point t0 = Clock::now();
+  absl::Status status = CallWithRetry(o.retry, o.on_retry, "ForwardStream", [&](int attempt) {
+    // A stream that failed with UNAVAILABLE may be broken (its server
+    // drained): resend on a new one, which the proxy routes anew.
+    if (attempt > 1) lane.stream = client_->OpenForwardStream(RoutingKey(lane.ids[0]));
+    absl::StatusOr<uint64_t> sent = lane.stream->Send(request);
+    if (!sent.ok()) return sent.status();
+    return lane.stream->Receive().status();
+  });
+  const Clock::time_point t1 = Clock::now();
+  // The server counts each stream message as one "ForwardStream" request.
+  recorder_->RecordRpc("ForwardStream", status);
+  recorder_->RecordCall(type, t0, t1, status, tokens, 0);
   return status.ok();
 }
 
 bool SessionRunner::RunLane(Lane& lane, Clock::time_point start, std::mt19937_64& rng,
                             bool session_metrics) {
-  if (config_.stream) lane.stream = client_->OpenForwardStream(RoutingKey(lane.ids[0]));
+  if (config_.stream) {
+    lane.stream = client_->OpenForwardStream(RoutingKey(lane.ids[0]));
+  } else {
+    lane.raw = RawCallOptionsFor(client_->options(), RoutingKey(lane.ids[0]));
+  }
   bool ok = true;
   bool first_output_seen = false;
   auto first_output = [&](Clock::time_point t) {

@@ -3,6 +3,13 @@
 // call, the sessions' time to first output and their decode step times into
 // the Recorder. Forward goes unary or over one ForwardStream per group.
 //
+// Unary Forward takes the raw path (client/raw_forward.h): each request is
+// built once, in place (tensors referencing the factory's pool), split
+// without copying when over the message limit (client/forward_parts_split.h)
+// and encoded before its clock starts, so the recorded latency is the RPCs'
+// and the client copies no tensor byte. The stream transport stays on
+// protobuf messages (GdnClient's ForwardStream).
+//
 // A unit stops early, without counting an error, when `stop_at` passes; it
 // stops at its first failed call (recorded), and closes what it created
 // either way.
@@ -58,6 +65,8 @@ class SessionRunner {
   bool RunLane(Lane& lane, Clock::time_point start, std::mt19937_64& rng, bool session_metrics);
   bool Forward(Lane& lane, const std::vector<SequenceSlot>& seqs, int layer, bool prefill,
                std::mt19937_64& rng);
+  bool ForwardOnStream(Lane& lane, const std::vector<SequenceSlot>& seqs, int layer, CallType type,
+                       int64_t tokens, std::mt19937_64& rng);
   // `n` sessions, in lanes of sessions_per_call sharing one routing key.
   bool CreateSessions(int n, std::vector<std::string>* ids);
   bool ForkSessions(const std::string& parent, int n, std::vector<std::string>* ids);
@@ -70,6 +79,9 @@ class SessionRunner {
   Recorder* const recorder_;
   const Clock::time_point stop_at_;
   std::mt19937_64 rng_;
+  // The client's effective message limit, asked once (it never changes
+  // while a server runs): the limit unary requests are split at.
+  int64_t message_limit_ = 0;
 };
 
 }  // namespace gdn::client::bench

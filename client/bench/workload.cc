@@ -230,6 +230,7 @@ absl::StatusOr<BenchResult> RunBench(const BenchConfig& config) {
     ++retries[std::string(method)];
   };
   options.max_message_bytes = c.max_message_bytes;
+  options.transport = c.transport;
   std::string metrics_before;
   if (!c.metrics.empty()) {
     absl::StatusOr<std::string> m = HttpGet(c.metrics, "/metrics");

@@ -35,6 +35,7 @@
 #include "client/bench/stability.h"
 #include "client/bench/trace.h"
 #include "gdn/v1/gdn.pb.h"
+#include "proto/grpc_transport.h"
 
 namespace gdn::client::bench {
 
@@ -74,6 +75,9 @@ struct BenchConfig {
   double deadline_s = 60;     // per call
   double retry_s = 10;        // UNAVAILABLE retried for up to this long per call (0: never)
   int64_t max_message_bytes = 64 << 20;
+  // The channels' HTTP/2 window, frame and read sizes (proto/grpc_transport.h;
+  // zeros: gRPC's defaults). Its max_message_bytes is not used.
+  wire::TransportOptions transport;
   bool progress = true;       // a line on stderr each second
   std::string label;          // e.g. "concurrency=4" in a sweep
 };
