@@ -1,6 +1,7 @@
 #include "proto/grpc_transport.h"
 
 #include <grpc/grpc.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <climits>
@@ -38,6 +39,11 @@ void ApplyServerTransport(const TransportOptions& options, grpc::ServerBuilder* 
   ForEachSetting(options, [builder](const char* key, int value) {
     builder->AddChannelArgument(key, value);
   });
+}
+
+void KeepFreedMemoryForLargeMessages() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest allowed value
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
 bool IsUnixAddress(absl::string_view address) { return absl::StartsWith(address, "unix:"); }

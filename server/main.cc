@@ -14,6 +14,7 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "proto/grpc_transport.h"
 #include "server/gdn_server.h"
 #include "server/ops/server_flags.h"
 
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   };
   absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
+  gdn::wire::KeepFreedMemoryForLargeMessages();
   absl::StatusOr<gdn::ServerConfig> config = gdn::ServerConfigFromFlags();
   if (!config.ok()) {
     std::cerr << "gdn-server: " << config.status().message() << std::endl;

@@ -16,6 +16,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "bench/echo/echo_server.h"
+#include "proto/grpc_transport.h"
 
 ABSL_FLAG(std::string, mode, "proto",
           "proto: Forward through the generated protobuf handler; raw: scanned and encoded in "
@@ -73,6 +74,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "an echo server of gdn.v1 (no engine): gdn-echo --mode=proto|raw --listen=HOST:PORT");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  gdn::wire::KeepFreedMemoryForLargeMessages();  // as gdn-server does
   if (args.size() > 1) {
     std::cerr << "gdn-echo: unexpected argument '" << args[1] << "' (flags only)\n";
     return 2;

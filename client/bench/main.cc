@@ -22,6 +22,7 @@
 #include "client/bench/sweep.h"
 #include "client/bench/workload.h"
 #include "client/grpc_status.h"
+#include "proto/grpc_transport.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "gdn-server address HOST:PORT");
 ABSL_FLAG(std::string, metrics, "",
@@ -200,6 +201,7 @@ int main(int argc, char** argv) {
       "[--sweep=KIND:LOADS | --slo_p99_ms=MS --slo_load=KIND:MIN:MAX] "
       "[--json_out=F --csv_out=F --plot=F.png]  (client/bench/README.md)");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  gdn::wire::KeepFreedMemoryForLargeMessages();  // as gdn-server does
   if (args.size() > 1) {
     std::cerr << "gdn-bench: unexpected argument '" << args[1] << "' (flags only)\n";
     return 2;

@@ -154,6 +154,7 @@ void CudaBackend::FreeHost(void* ptr) {
 
 absl::Status CudaBackend::CopyToDevice(void* dst, const void* src_host, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
+  if (absl::Status s = Activate(); !s.ok()) return s;
   ++main_stream_work_;
   GDN_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, stream_));
@@ -162,6 +163,7 @@ absl::Status CudaBackend::CopyToDevice(void* dst, const void* src_host, size_t b
 
 absl::Status CudaBackend::CopyToHost(void* dst_host, const void* src, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
+  if (absl::Status s = Activate(); !s.ok()) return s;
   ++main_stream_work_;
   GDN_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, stream_));
@@ -170,6 +172,7 @@ absl::Status CudaBackend::CopyToHost(void* dst_host, const void* src, size_t byt
 
 absl::Status CudaBackend::CopyOnDevice(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
+  if (absl::Status s = Activate(); !s.ok()) return s;
   ++main_stream_work_;
   GDN_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
@@ -177,6 +180,7 @@ absl::Status CudaBackend::CopyOnDevice(void* dst, const void* src, size_t bytes)
 }
 
 absl::Status CudaBackend::Synchronize() {
+  if (absl::Status s = Activate(); !s.ok()) return s;
   GDN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return absl::OkStatus();
 }

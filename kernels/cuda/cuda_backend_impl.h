@@ -1,8 +1,10 @@
 // The cuda Backend class itself, for code beside it that needs its stream
-// (CUDA graph capture, benchmarks). Everyone else uses cuda_backend.h and the
+// (its streams, benchmarks). Everyone else uses cuda_backend.h and the
 // Backend interface. Includes the CUDA runtime API header.
 //
-// Threading: as Backend (one owning thread).
+// Threading: as Backend (one owning thread at a time; which thread may
+// change - the server's engine is held by its own thread or by a request
+// thread - so every call makes the device current first).
 #ifndef GDN_KERNELS_CUDA_CUDA_BACKEND_IMPL_H_
 #define GDN_KERNELS_CUDA_CUDA_BACKEND_IMPL_H_
 

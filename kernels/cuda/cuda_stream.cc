@@ -72,6 +72,7 @@ class CudaStream final : public BackendStream {
     // Only when the backend's stream took work since the last wait.
     const uint64_t work = backend_->main_stream_work();
     if (work == waited_backend_work_) return absl::OkStatus();
+    if (absl::Status s = Activate(); !s.ok()) return s;
     GDN_CUDA_RETURN_IF_ERROR(cudaEventRecord(backend_mark_, backend_->stream()));
     GDN_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, backend_mark_, 0));
     waited_backend_work_ = work;
@@ -118,6 +119,8 @@ class CudaStream final : public BackendStream {
 
   absl::Status Copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
     if (bytes == 0) return absl::OkStatus();
+    // Any thread may hold the engine (a request thread runs a lone call).
+    if (absl::Status s = Activate(); !s.ok()) return s;
     GDN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, kind, stream_));
     return absl::OkStatus();
   }

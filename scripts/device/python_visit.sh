@@ -119,6 +119,8 @@ cpp_bench() {  # name -> /tmp/cpp_<name>_<case>.json
     --decode_steps=1 --warmup_s=1 --duration_s=10 --json_out=/tmp/cpp_${name}_prefill1x2048.json 2>&1 | tail -3 | tee -a "$LOG"
 }
 
+# PY_LATENCY=0: the transformers check only.
+if [ "${PY_LATENCY:-1}" = 0 ]; then stop_server; say "done (PY_LATENCY=0)"; exit 0; fi
 if start_server nocompute $B/gdn-server --backend=cuda --diagnostic_no_compute; then
   latency nocompute
   cpp_bench nocompute

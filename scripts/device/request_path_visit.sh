@@ -7,12 +7,15 @@
 #     256x1, prefill 1x2048) and transport (TCP, Unix socket), the echo
 #     ceilings, gdn-server --diagnostic_no_compute and gdn-server with kernels
 #     through gdn-bench --compare_echo, gdn-min-client, gRPC-default "before";
-#  3. scripts/device/server_sweep.sh: the 36-layer sweep and the SLO search
-#     (decode_step P99 <= 100 ms) on the cuda server.
-# Needs .bundle from:
+#  3. the SLO search (36 layers, 32 sessions per call, decode_step P99 <=
+#     100 ms per output token) on the cuda server, and the decode batch time
+#     at 128 sessions from its metrics;
+#  4. the Python client's transformers check (python_visit.sh's first part).
+# Needs .bundle and .whl from:
 #   bash scripts/device/bundle.sh gdn-server gdn-bench gdn-echo gdn-min-client \
 #     cuda_stream_test server_cuda_test cuda_backend_test
-# PARTS=tests,bench,sweep (default all). Writes under $OUT (few files).
+#   bash scripts/device/python_visit.sh prepare
+# PARTS=tests,bench,slo,python (default all). Writes under $OUT (few files).
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/gdn_out}
@@ -20,7 +23,7 @@ mkdir -p "$OUT"
 LOG=$OUT/request_path_visit.log
 t0=$(date +%s)
 say() { echo "== $* ($(( $(date +%s) - t0 ))s)" | tee -a "$LOG"; }
-PARTS=${PARTS:-tests,bench,sweep}
+PARTS=${PARTS:-tests,bench,slo,python}
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
 
 BUNDLE=$PWD/.bundle
@@ -47,7 +50,7 @@ if want tests; then
     echo "rc ${PIPESTATUS[0]}" | tee -a "$LOG"
   done
   SANITIZER=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  for t in cuda_stream_test server_cuda_test; do
+  for t in cuda_stream_test; do
     say "compute-sanitizer memcheck $t"
     timeout 150 "$SANITIZER" --tool memcheck --error-exitcode 9 $B/$t > /tmp/san_$t.log 2>&1
     echo "rc $?" | tee -a "$LOG"
@@ -57,8 +60,8 @@ fi
 
 if want bench; then
   say "request path (bench/request_path/run.sh, cuda)"
-  BACKEND=cuda BIN=$B ARM_S=${ARM_S:-2} PREFILL_S=${PREFILL_S:-4} timeout 330 \
-    bash bench/request_path/run.sh /tmp/request_path > /tmp/request_path.log 2>&1
+  BACKEND=cuda BIN=$B ARM_S=${ARM_S:-1.5} PREFILL_S=${PREFILL_S:-3} BEFORE=0 CLIENT_COST=0 \
+    timeout ${BENCH_S:-200} bash bench/request_path/run.sh /tmp/request_path > /tmp/request_path.log 2>&1
   echo "rc $?" | tee -a "$LOG"
   tail -5 /tmp/request_path.log | tee -a "$LOG"
   cp /tmp/request_path/results.md "$OUT/request_path.md" 2>/dev/null
@@ -66,11 +69,30 @@ if want bench; then
   cat "$OUT/request_path.md" 2>/dev/null | tee -a "$LOG"
 fi
 
-if want sweep; then
-  say "server sweep and SLO search (36 layers, cuda)"
-  OUT=/tmp/sweep timeout 200 bash scripts/device/server_sweep.sh > /tmp/sweep.log 2>&1
+if want slo; then
+  say "SLO search: decode_step (one token over 36 layers) P99 <= 100 ms, 32 sessions per call"
+  $B/gdn-server --backend=cuda --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 >/tmp/slo_server.out 2>/tmp/slo_server.err &
+  spid=$!
+  for _ in $(seq 150); do grep -q listening /tmp/slo_server.out 2>/dev/null && break; sleep 0.2; done
+  grpc=$(sed -nE 's/.*grpc=([^ ]+).*/\1/p' /tmp/slo_server.out)
+  metrics=$(sed -nE 's/.*metrics=([^ ]+).*/\1/p' /tmp/slo_server.out)
+  WORK=(--sessions_per_call=32 --prefill_tokens=64 --decode_steps=64 --progress=false)
+  timeout 100 $B/gdn-bench --server="$grpc" "${WORK[@]}" --slo_p99_ms=100 --slo_phase=decode_step \
+    --slo_load=concurrency:96:1024 --slo_max_probes=6 --warmup_s=1 --duration_s=5 \
+    --json_out="$OUT/slo.json" 2>&1 | tail -14 | tee -a "$LOG"
+  say "128 sessions, 36 layers: decode batch time from the server's metrics"
+  python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen('http://$metrics/metrics').read().decode())" \
+    > /tmp/metrics_before.txt 2>/dev/null
+  timeout 40 $B/gdn-bench --server="$grpc" --metrics="$metrics" "${WORK[@]}" --sessions=128 \
+    --warmup_s=2 --duration_s=8 --json_out="$OUT/decode128.json" 2>&1 | tail -30 | tee -a "$LOG"
+  kill -TERM $spid 2>/dev/null; wait $spid 2>/dev/null
+fi
+
+if want python; then
+  say "python: transformers check"
+  PY_LATENCY=0 OUT=/tmp/py timeout ${PY_S:-120} bash scripts/device/python_visit.sh > /tmp/py.log 2>&1
   echo "rc $?" | tee -a "$LOG"
-  tail -45 /tmp/sweep/server_sweep.log | tee -a "$LOG"
-  tar -czf "$OUT/sweep.tar.gz" -C /tmp sweep sweep.log 2>/dev/null
+  grep -E "TRANSFORMERS CHECK|max_|passed|Error|error" /tmp/py.log | head -20 | tee -a "$LOG"
+  cp /tmp/py/transformers_check.json "$OUT/" 2>/dev/null
 fi
 say "done"

@@ -143,18 +143,37 @@ void Engine::Stop() {
 }
 
 void Engine::SubmitForward(std::unique_ptr<ForwardCall> call) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!stop_requested_) {
-      incoming_calls_.push_back(std::move(call));
-      has_incoming_ = true;
-      cv_.notify_all();
-      return;
-    }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stop_requested_) {
+    lock.unlock();
+    // Stopping: no engine thread will look at it (the only case where `done`
+    // runs on the caller's thread with an error).
+    call->done(absl::UnavailableError("server is shutting down"));
+    return;
   }
-  // Stopping: no engine thread will look at it (the only case where `done`
-  // runs on the caller's thread).
-  call->done(absl::UnavailableError("server is shutting down"));
+  if (awake_ || !idle_ || inline_running_ || has_incoming_) {
+    incoming_calls_.push_back(std::move(call));
+    has_incoming_ = true;
+    cv_.notify_all();
+    return;
+  }
+  // A lone call on an idle engine runs right here: this thread holds the
+  // engine (the engine thread waits for it to let go) until the call is done
+  // or its batch is on a device lane, saving a thread hop and a wake-up.
+  inline_running_ = true;
+  idle_ = false;
+  lock.unlock();
+  waiting_.push_back(std::move(call));
+  // Until nothing moves, or a batch is left running on the device (a cpu
+  // batch is done when launched: it completes here too).
+  while (Step(absl::Now(), /*stopping=*/false) && (!AnyLaneBusy() || AnyLaneDone())) {
+  }
+  lock.lock();
+  inline_running_ = false;
+  idle_ = NothingPending();
+  // The engine thread takes over what is left: a batch in flight to watch,
+  // or calls that arrived meanwhile.
+  if (!idle_ || has_incoming_) cv_.notify_all();
 }
 
 void Engine::RunSessionCommand(std::string session, SessionCommand command) {
@@ -195,6 +214,9 @@ void Engine::TakeIncoming() {
 void Engine::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
+    cv_.wait(lock, [this] { return !inline_running_; });  // the engine is this thread's again
+    awake_ = true;
+    idle_ = false;
     TakeIncoming();
     const bool stopping = stop_requested_;
     const bool fail_pending = fail_pending_requested_;
@@ -203,62 +225,74 @@ void Engine::Loop() {
     lock.unlock();
 
     const absl::Time now = absl::Now();
-    RunCommands();
-    ExpireIdleSessions(now);
     if (fail_pending) FailPending(pending_failure);
-    if (stopping) {
-      while (!waiting_.empty()) {
-        std::unique_ptr<ForwardCall> call = std::move(waiting_.front());
-        waiting_.pop_front();
-        FailWaiting(std::move(call), absl::UnavailableError("server is shutting down"));
-      }
-    }
-    AdmitWaiting(now);
-    DropUnstartedCancelled(now);
-    bool progressed = CompleteLanes();
-    progressed |= LaunchBatches(now, stopping);
-    MaybeRefreshGauges(now, /*force=*/false);
-    running_calls_ = static_cast<int>(running_.size());
-    int in_flight = 0;
-    for (const auto& lane : lanes_) in_flight += lane->busy;
-    batches_in_flight_ = in_flight;
+    const bool progressed = Step(now, stopping);
 
     lock.lock();
-    const bool idle = running_.empty() && commands_.empty() && waiting_.empty() &&
-                      incoming_calls_.empty() && incoming_commands_.empty() && !AnyLaneBusy();
+    const bool idle = NothingPending() && incoming_calls_.empty() && incoming_commands_.empty();
     if (stopping && idle) break;
     if (progressed || has_incoming_ || stop_requested_ != stopping) continue;
     lock.unlock();
-    WaitForWork(NextWake(now));
+    if (SpinForLanes(NextWake(now))) {
+      lock.lock();
+      continue;
+    }
     lock.lock();
+    // Sleep. A lane's completion (SetOnDone) or a submission notifies; the
+    // lanes are looked at again under the lock so a completion between the
+    // spin and the wait is not missed. While this thread sleeps with nothing
+    // pending, a submitting thread may run a lone call itself.
+    if (AnyLaneDone() || has_incoming_) continue;
+    idle_ = NothingPending();
+    awake_ = false;
+    const absl::Duration wait = NextWake(now) - absl::Now();
+    if (wait > absl::ZeroDuration()) cv_.wait_for(lock, absl::ToChronoNanoseconds(wait));
   }
 }
 
-void Engine::WaitForWork(absl::Time until) {
-  if (AnyLaneBusy()) {
-    const absl::Time spin_until = std::min(until, absl::Now() + kSpinPoll);
-    while (absl::Now() < spin_until) {
-      if (has_incoming_) return;
-      for (const auto& lane : lanes_) {
-        if (!lane->busy) continue;
-        absl::StatusOr<bool> done = lane->stream->Query();
-        if (!done.ok() || *done) return;
-      }
-      std::this_thread::yield();
+bool Engine::Step(absl::Time now, bool stopping) {
+  RunCommands();
+  ExpireIdleSessions(now);
+  if (stopping) {
+    while (!waiting_.empty()) {
+      std::unique_ptr<ForwardCall> call = std::move(waiting_.front());
+      waiting_.pop_front();
+      FailWaiting(std::move(call), absl::UnavailableError("server is shutting down"));
     }
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  // A lane's completion (SetOnDone) or a submission notifies; re-check the
-  // lanes once the lock is held so a completion between the poll and the
-  // wait is not missed.
+  AdmitWaiting(now);
+  DropUnstartedCancelled(now);
+  bool progressed = CompleteLanes();
+  progressed |= LaunchBatches(now, stopping);
+  MaybeRefreshGauges(now, /*force=*/false);
+  running_calls_ = static_cast<int>(running_.size());
+  int in_flight = 0;
+  for (const auto& lane : lanes_) in_flight += lane->busy;
+  batches_in_flight_ = in_flight;
+  return progressed;
+}
+
+bool Engine::NothingPending() const {
+  return running_.empty() && commands_.empty() && waiting_.empty() && !AnyLaneBusy();
+}
+
+bool Engine::AnyLaneDone() {
   for (const auto& lane : lanes_) {
     if (!lane->busy) continue;
     absl::StatusOr<bool> done = lane->stream->Query();
-    if (!done.ok() || *done) return;
+    if (!done.ok() || *done) return true;
   }
-  if (has_incoming_) return;
-  const absl::Duration wait = until - absl::Now();
-  if (wait > absl::ZeroDuration()) cv_.wait_for(lock, absl::ToChronoNanoseconds(wait));
+  return false;
+}
+
+bool Engine::SpinForLanes(absl::Time until) {
+  if (!AnyLaneBusy()) return false;
+  const absl::Time spin_until = std::min(until, absl::Now() + kSpinPoll);
+  while (absl::Now() < spin_until) {
+    if (has_incoming_ || AnyLaneDone()) return true;
+    std::this_thread::yield();
+  }
+  return false;
 }
 
 absl::Time Engine::NextWake(absl::Time now) const {

@@ -32,9 +32,12 @@
 // FailPendingCalls, Stop and arena() are safe from any thread (they only
 // enqueue, or are immutable). Everything else - admission, slots, leases,
 // the cache, the backend and its streams, planning, staging, completion of
-// batches - runs on the engine thread. `done` runs on a completion thread,
-// or on the engine thread itself for a small response when the completion
-// threads are idle (one thread hop less for a lone call).
+// batches - runs on the thread that holds the engine: the engine thread, or,
+// when that thread sleeps with nothing pending anywhere, the request thread
+// that submits a lone call (it runs the call itself up to its completion, or
+// until its batch is on a device lane, then lets go: no thread hop on an
+// idle server). `done` runs on a completion thread, or on the thread holding
+// the engine for a small response when the completion threads are idle.
 #ifndef GDN_SERVER_ENGINE_ENGINE_H_
 #define GDN_SERVER_ENGINE_ENGINE_H_
 
@@ -134,8 +137,16 @@ class Engine {
          std::unique_ptr<StateCache> cache, ServerMetrics* metrics);
   absl::Status CreateLanes();
 
-  // Engine thread: the loop and what it runs (engine.cc).
+  // Engine thread (or a submitting thread running a lone call inline, which
+  // then holds the engine): the loop and what it runs (engine.cc).
   void Loop();
+  // One pass over the engine's work; true when something moved.
+  bool Step(absl::Time now, bool stopping);
+  bool NothingPending() const;  // no call, command or batch anywhere
+  bool AnyLaneDone();
+  // Polls busy lanes for up to kSpinPoll (a decode batch is done sooner than
+  // a wake-up would take); true when one is done or work arrived.
+  bool SpinForLanes(absl::Time until);
   void TakeIncoming();
   void RunCommands();
   void ExpireIdleSessions(absl::Time now);
@@ -149,9 +160,6 @@ class Engine {
   void Deliver(std::unique_ptr<ForwardCall> call, absl::StatusOr<ForwardResult> result);
   absl::Time NextWake(absl::Time now) const;
   void MaybeRefreshGauges(absl::Time now, bool force);
-  // Waits (spins briefly, then sleeps) until a lane may be done, a call or
-  // command arrives, or `until`.
-  void WaitForWork(absl::Time until);
 
   // Engine thread: batches on lanes (engine_batches.cc).
   bool LaunchBatches(absl::Time now, bool stopping);
@@ -182,6 +190,12 @@ class Engine {
   absl::Status pending_failure_;
   SessionRestorer incoming_restorer_;
   std::atomic<bool> has_incoming_{false};  // lets the engine poll without the lock
+  // Who holds the engine's state: the engine thread while awake_; a
+  // submitting thread while inline_running_ (only when the engine thread
+  // sleeps with idle_: nothing pending anywhere).
+  bool awake_ = true;
+  bool idle_ = false;
+  bool inline_running_ = false;
   std::atomic<int> running_calls_{0};
   std::atomic<int> batches_in_flight_{0};
   std::thread thread_;
