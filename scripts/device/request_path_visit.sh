@@ -46,13 +46,13 @@ say "device"
 if want tests; then
   for t in cuda_stream_test server_cuda_test cuda_backend_test; do
     say "$t"
-    timeout 120 $B/$t 2>&1 | grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|OK \]|Failure|error|SEED" | tee -a "$LOG"
+    timeout 90 $B/$t 2>&1 | grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|OK \]|Failure|error|SEED" | tee -a "$LOG"
     echo "rc ${PIPESTATUS[0]}" | tee -a "$LOG"
   done
   SANITIZER=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   for t in cuda_stream_test; do
     say "compute-sanitizer memcheck $t"
-    timeout 150 "$SANITIZER" --tool memcheck --error-exitcode 9 $B/$t > /tmp/san_$t.log 2>&1
+    timeout 100 "$SANITIZER" --tool memcheck --error-exitcode 9 $B/$t > /tmp/san_$t.log 2>&1
     echo "rc $?" | tee -a "$LOG"
     grep -E "ERROR SUMMARY|^\[  (PASSED|FAILED) " /tmp/san_$t.log | tee -a "$LOG"
   done
