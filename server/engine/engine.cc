@@ -164,9 +164,15 @@ void Engine::SubmitForward(std::unique_ptr<ForwardCall> call) {
   idle_ = false;
   lock.unlock();
   waiting_.push_back(std::move(call));
-  // Until nothing moves, or a batch is left running on the device (a cpu
-  // batch is done when launched: it completes here too).
-  while (Step(absl::Now(), /*stopping=*/false) && (!AnyLaneBusy() || AnyLaneDone())) {
+  // Until nothing moves. A batch left on the device is waited for here too,
+  // for up to kSpinPoll (a decode batch is back sooner than the engine
+  // thread would wake); a longer one, or other calls arriving, go to the
+  // engine thread.
+  while (true) {
+    const bool progressed = Step(absl::Now(), /*stopping=*/false);
+    if (AnyLaneBusy() ? !SpinForLanes(absl::Now() + kSpinPoll) || has_incoming_ : !progressed) {
+      break;
+    }
   }
   lock.lock();
   inline_running_ = false;

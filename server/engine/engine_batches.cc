@@ -118,11 +118,11 @@ absl::Status Engine::StageAndLaunch(Lane& lane) {
   if (!o_block.ok()) return o_block.status();
   lane.o_block = std::move(*o_block);
 
-  // The gather: one copy of the whole block when the batch is exactly one
-  // call (the usual model-runner call), else each entry's rows of each
-  // tensor in pieces of at most kGatherCopyMaxBytes.
-  std::vector<GatherCopy> items;
+  // The batch's inputs: one copy of the whole block when the batch is
+  // exactly one call (the usual model-runner call), else a gather of each
+  // entry's rows of each tensor in pieces of at most kGatherCopyMaxBytes.
   const RunningCall* first = lane.entries[0].call;
+  const std::shared_ptr<IoBlock>& first_block = first->call->inputs.block;
   bool whole_call = n == first->call->sequences.size();
   for (size_t i = 0; whole_call && i < n; ++i) {
     const BatchEntry& e = lane.entries[i];
@@ -131,9 +131,19 @@ absl::Status Engine::StageAndLaunch(Lane& lane) {
   }
   std::vector<int32_t> cu(n + 1, 0);
   for (size_t i = 0; i < n; ++i) cu[i + 1] = cu[i] + lane.entries[i].tokens;
-  if (whole_call) {
-    items.push_back({first->call->inputs.block->data, 0, layout.bytes});
-  } else {
+
+  // The metadata block: [cu N + 1 | initial N | final N | pad | items]. For
+  // a batch of one whole call it goes into the slack of the call's own block
+  // right after its inputs, and one upload carries both; otherwise it comes
+  // from the lane's buffer in an upload of its own, and the gather follows.
+  const size_t pages_at = (n + 1) * sizeof(int32_t);
+  const size_t items_at = AlignUp(pages_at + 2 * n * sizeof(int32_t), 16);
+  const size_t meta_at = InputLayout::Align(layout.bytes);  // the one-upload form
+  const bool one_upload = whole_call && meta_at + items_at <= first_block->capacity;
+  std::vector<GatherCopy> items;
+  if (whole_call && !one_upload) {
+    items.push_back({first_block->data, 0, layout.bytes});
+  } else if (!whole_call) {
     for (size_t i = 0; i < n; ++i) {
       const BatchEntry& e = lane.entries[i];
       const PackedInputs& in = e.call->call->inputs;
@@ -151,17 +161,16 @@ absl::Status Engine::StageAndLaunch(Lane& lane) {
       }
     }
   }
-
-  // The metadata block: [cu N + 1 | initial N | final N | pad | items].
-  const size_t pages_at = (n + 1) * sizeof(int32_t);
-  const size_t items_at = AlignUp(pages_at + 2 * n * sizeof(int32_t), 16);
   const size_t meta_bytes = items_at + items.size() * sizeof(GatherCopy);
-  for (GrowBuffer* b : {&lane.host_meta, &lane.device_meta}) {
-    if (absl::Status s = b->Reserve(meta_bytes); !s.ok()) return s;
+  const size_t input_bytes = one_upload ? meta_at + meta_bytes : layout.bytes;
+  if (absl::Status s = lane.device_inputs.Reserve(input_bytes); !s.ok()) return s;
+  if (!one_upload) {
+    for (GrowBuffer* b : {&lane.host_meta, &lane.device_meta}) {
+      if (absl::Status s = b->Reserve(meta_bytes); !s.ok()) return s;
+    }
   }
-  if (absl::Status s = lane.device_inputs.Reserve(layout.bytes); !s.ok()) return s;
   if (absl::Status s = lane.device_o.Reserve(o_bytes); !s.ok()) return s;
-  char* meta = lane.host_meta.data();
+  char* meta = one_upload ? first_block->data + meta_at : lane.host_meta.data();
   std::memcpy(meta, cu.data(), pages_at);
   int32_t* initial = reinterpret_cast<int32_t*>(meta + pages_at);
   int32_t* final_pages = initial + n;
@@ -177,8 +186,15 @@ absl::Status Engine::StageAndLaunch(Lane& lane) {
   lane.cu = reinterpret_cast<const int32_t*>(meta);
 
   BackendStream& stream = *lane.stream;
-  char* device_meta = lane.device_meta.data();
-  if (absl::Status s = stream.CopyToDevice(device_meta, meta, meta_bytes); !s.ok()) return s;
+  char* inputs = lane.device_inputs.data();
+  char* device_meta = one_upload ? inputs + meta_at : lane.device_meta.data();
+  if (one_upload) {
+    if (absl::Status s = stream.CopyToDevice(inputs, first_block->data, input_bytes); !s.ok()) {
+      return s;
+    }
+  } else {
+    if (absl::Status s = stream.CopyToDevice(device_meta, meta, meta_bytes); !s.ok()) return s;
+  }
   // Pages restored or imported by the cache, and earlier chunks of these
   // states on other lanes, come first.
   if (absl::Status s = stream.WaitForBackend(); !s.ok()) return s;
@@ -188,12 +204,13 @@ absl::Status Engine::StageAndLaunch(Lane& lane) {
       if (absl::Status s = stream.WaitFor(*lanes_[other]->stream); !s.ok()) return s;
     }
   }
-  char* inputs = lane.device_inputs.data();
-  if (absl::Status s = stream.Gather(inputs, items.data(),
-                                     reinterpret_cast<const GatherCopy*>(device_meta + items_at),
-                                     static_cast<int>(items.size()));
-      !s.ok()) {
-    return s;
+  if (!one_upload) {
+    if (absl::Status s = stream.Gather(inputs, items.data(),
+                                       reinterpret_cast<const GatherCopy*>(device_meta + items_at),
+                                       static_cast<int>(items.size()));
+        !s.ok()) {
+      return s;
+    }
   }
 
   GdnParams p;
