@@ -36,13 +36,13 @@ void SessionTable::Touch(SessionRecord* session, absl::Time now) {
   if (session->recency != 0) by_recency_.erase(session->recency);
   session->recency = next_recency_++;
   session->last_access = now;
-  by_recency_.emplace(session->recency, session->id);
+  by_recency_.emplace(session->recency, &session->id);
 }
 
 std::vector<std::string> SessionTable::OldestFirst() const {
   std::vector<std::string> ids;
   ids.reserve(by_recency_.size());
-  for (const auto& [recency, id] : by_recency_) ids.push_back(id);
+  for (const auto& [recency, id] : by_recency_) ids.push_back(*id);
   return ids;
 }
 

@@ -59,7 +59,9 @@ class SessionTable {
 
  private:
   std::map<std::string, SessionRecord> sessions_;
-  std::map<uint64_t, std::string> by_recency_;  // recency -> id
+  // recency -> the session's id (in its record: map nodes never move), so a
+  // touch on every write copies no string.
+  std::map<uint64_t, const std::string*> by_recency_;
   uint64_t next_recency_ = 1;
 };
 

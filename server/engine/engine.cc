@@ -499,10 +499,21 @@ void Engine::FinishCall(RunningList::iterator it, absl::Status status) {
     Deliver(std::move(running->call), std::move(status));
     return;
   }
-  // o in the call's row order: its batches' runs, sorted by first row.
+  // o in the call's row order: its batches' runs, sorted by first row, and
+  // runs that continue each other in one block merged (one slice each).
   std::sort(running->o.begin(), running->o.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (auto& run : running->o) result.o.push_back(std::move(run.second));
+  for (auto& [row, run] : running->o) {
+    if (!result.o.empty()) {
+      wire::BytesRef& last = result.o.back();
+      if (last.owner == run.owner &&
+          static_cast<const char*>(last.data) + last.size == static_cast<const char*>(run.data)) {
+        last.size += run.size;
+        continue;
+      }
+    }
+    result.o.push_back(std::move(run));
+  }
   Deliver(std::move(running->call), std::move(result));
 }
 

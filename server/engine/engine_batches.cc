@@ -267,13 +267,16 @@ void Engine::CompleteLane(Lane& lane, absl::Status status) {
     } else {
       // Chunks of one sequence on two lanes may be seen done in either order.
       running.done_tokens[e.seq] += e.tokens;
+      const int64_t call_row = running.call->sequences[e.seq].row_offset + e.offset;
       wire::BytesRef run;
       if (config_.diagnostic_no_compute) {
-        run = {zeros_.get(), bytes, zeros_};
+        // Zeros at the call's own rows (adjacent runs merge; never past the
+        // call's o, which is smaller than its request).
+        run = {zeros_.get() + call_row * v_row, bytes, zeros_};
       } else {
         run = {lane.o_block->data + row * v_row, bytes, lane.o_block};
       }
-      running.o.emplace_back(running.call->sequences[e.seq].row_offset + e.offset, std::move(run));
+      running.o.emplace_back(call_row, std::move(run));
     }
     row += e.tokens;
   }

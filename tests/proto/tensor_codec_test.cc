@@ -126,6 +126,37 @@ TEST_P(TensorCodecTest, CheckFiniteFindsFirstBadAcrossLargeTensors) {
               HasSubstr(absl::StrCat("element ", n - 1, " ")));
 }
 
+// Every 16-bit pattern (bf16, fp16) and every fp32 exponent with sampled
+// mantissas and signs, placed at every position of a block and after a full
+// one: FirstNonFinite finds exactly the Inf / NaN ones.
+TEST(FirstNonFiniteTest, EveryPatternAtEveryPlaceOfABlock) {
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    const uint16_t mask = dtype == DType::kBF16 ? 0x7f80 : 0x7c00;
+    std::vector<uint16_t> data(4096 + 37, 0x3c00 & ~mask);  // finite filler
+    for (uint32_t pattern = 0; pattern < 65536; ++pattern) {
+      const bool bad = (pattern & mask) == mask;
+      const size_t at = (pattern * 2654435761u) % data.size();
+      data[at] = static_cast<uint16_t>(pattern);
+      ASSERT_EQ(FirstNonFinite(data.data(), data.size(), dtype), bad ? at : data.size())
+          << DTypeName(dtype) << " pattern " << pattern << " at " << at;
+      data[at] = 0;
+    }
+  }
+  std::mt19937 rng(5);
+  std::vector<uint32_t> data(4096 * 2 + 5, 0x3f800000);  // 1.0f
+  for (uint32_t exponent = 0; exponent < 256; ++exponent) {
+    for (int draw = 0; draw < 64; ++draw) {
+      const uint32_t bits = (rng() & 0x807fffffu) | (exponent << 23);
+      const bool bad = exponent == 255;
+      const size_t at = rng() % data.size();
+      data[at] = bits;
+      ASSERT_EQ(FirstNonFinite(data.data(), data.size(), DType::kF32), bad ? at : data.size())
+          << "bits " << bits << " at " << at;
+      data[at] = 0x3f800000;
+    }
+  }
+}
+
 TEST(TensorCodecOverflowTest, LargeFiniteFp32BecomesInfInBf16) {
   // The wire rounding itself can create an Inf: 3.4e38 is finite in fp32 but
   // rounds to +Inf in fp16; the server checks what is on the wire.
