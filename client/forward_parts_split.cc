@@ -39,7 +39,7 @@ int64_t TensorWireSize(const wire::TensorParts& t) {
   return Delimited(body);
 }
 
-// The token-packed tensors ([T, ...] row-major), as in forward_split.cc.
+// The token-packed tensors ([T, ...] row-major).
 struct PackedField {
   const char* name;
   wire::TensorParts wire::ForwardRequestParts::*member;

@@ -1,8 +1,8 @@
-// forward_split.h's split, on a request whose tensors are references
+// The split of forward_split.h, on a request whose tensors are references
 // (wire::ForwardRequestParts: payloads are BytesRef runs into the caller's
 // memory): the parts reference sub-ranges of the same runs, so splitting
-// copies no tensor byte. Same contract and the same parts, byte for byte
-// once encoded, as SplitForwardRequest: a part takes rows [begin, end) of
+// copies no tensor byte. SplitForwardRequest is this split on a view of a
+// message, so both give the same parts: a part takes rows [begin, end) of
 // the packed tokens, a sequence cut by a part boundary appears in both parts
 // (the second piece at position + tokens already sent), each part's request
 // and response fit in max_message_bytes (kForwardMessageSlackBytes left for

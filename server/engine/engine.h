@@ -7,7 +7,7 @@
 //   ---------------        -------------                         ------
 //   read + check + pack    admit (slot per (session, layer),
 //   into an I/O block  ->  leases) -> plan a batch for a free  -> gather inputs,
-//   (forward_call.h)       lane -> one metadata upload           kernel, o down
+//   (forward_call.h)       lane -> one upload (inputs, metadata) kernel, o down
 //                          ... next batch on another lane ...    into an I/O block
 //   completion threads <-  lane done: commit, o runs per call <-
 //   encode the response around o's bytes (no copy), finish the RPC

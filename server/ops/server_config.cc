@@ -29,11 +29,6 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
     return absl::InvalidArgumentError(
         "decode_lanes, prefill_lanes and completion_threads must be >= 1");
   }
-  if (c.io_buffer_bytes < size_t{c.max_message_bytes} * 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "io_buffer_bytes must hold at least two messages (2 x max_message_bytes = ",
-        2 * c.max_message_bytes, "), got ", c.io_buffer_bytes));
-  }
   if (c.idle_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("idle_timeout_s must be > 0");
   }
@@ -41,6 +36,11 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (c.max_message_bytes < (1 << 16)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "max_message_bytes must be >= 65536, got ", c.max_message_bytes));
+  }
+  if (c.io_buffer_bytes < 2 * static_cast<size_t>(c.max_message_bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "io_buffer_bytes must hold at least two messages (2 x max_message_bytes = ",
+        2 * c.max_message_bytes, "), got ", c.io_buffer_bytes));
   }
   return absl::OkStatus();
 }

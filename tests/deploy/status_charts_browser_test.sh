@@ -16,6 +16,7 @@
 # screenshots, chart geometry, DOM, /metrics text and logs.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/small_server.sh"
 server_bin="$1" bench_bin="$2"
 
 for bin in "$server_bin" "$bench_bin"; do
@@ -72,21 +73,7 @@ fail() {
 # Pages are Hv*K*V*4 = 64 KiB: 6 on the device, 16 on the host. gdn-bench's 4
 # concurrent sessions of 2 layers need 8, so pages spill and come back and
 # the cache chart moves.
-"$server_bin" --backend=cpu --cpu_threads=1 --layers=2 --qk_heads=2 --v_heads=4 \
-  --head_dim_k=64 --head_dim_v=64 --activation_dtype=fp32 \
-  --device_state_budget=384KiB --host_state_budget=1MiB \
-  --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --drain_timeout_s=1 \
-  >"$work/server.out" 2>"$work/server.err" &
-server_pid=$!
-# The one stdout line: gdn-server listening grpc=HOST:PORT metrics=HOST:PORT
-for _ in $(seq 600); do
-  if grep -qs "^gdn-server listening" "$work/server.out"; then break; fi
-  kill -0 "$server_pid" 2>/dev/null || fail "gdn-server exited before listening"
-  sleep 0.1
-done
-line="$(grep "^gdn-server listening" "$work/server.out")" || fail "no listening line in 60 s"
-grpc="$(sed -n 's/.* grpc=\([^ ]*\).*/\1/p' <<<"$line")"
-metrics="$(sed -n 's/.* metrics=\([^ ]*\).*/\1/p' <<<"$line")"
+start_small_server 1MiB
 echo "status_charts_browser_test: server grpc=$grpc metrics=$metrics"
 
 # Load for as long as the page needs (stopped below): sessions created,

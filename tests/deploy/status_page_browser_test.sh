@@ -12,6 +12,7 @@
 # receives the DOM, the /metrics text and the logs.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/small_server.sh"
 server_bin="$1" cli_bin="$2" bench_bin="$3"
 
 for bin in "$server_bin" "$cli_bin" "$bench_bin"; do
@@ -50,21 +51,7 @@ fail() {
 
 # Pages are Hv*K*V*4 = 64 KiB: 6 on the device, 64 on the host. gdn-bench's 4
 # concurrent sessions of 2 layers need 8, so some spill and come back.
-"$server_bin" --backend=cpu --cpu_threads=1 --layers=2 --qk_heads=2 --v_heads=4 \
-  --head_dim_k=64 --head_dim_v=64 --activation_dtype=fp32 \
-  --device_state_budget=384KiB --host_state_budget=4MiB \
-  --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --drain_timeout_s=1 \
-  >"$work/server.out" 2>"$work/server.err" &
-server_pid=$!
-# The one stdout line: gdn-server listening grpc=HOST:PORT metrics=HOST:PORT
-for _ in $(seq 600); do
-  if grep -q "^gdn-server listening" "$work/server.out"; then break; fi
-  kill -0 "$server_pid" 2>/dev/null || fail "gdn-server exited before listening"
-  sleep 0.1
-done
-line="$(grep "^gdn-server listening" "$work/server.out")" || fail "no listening line in 60 s"
-grpc="$(sed -n 's/.* grpc=\([^ ]*\).*/\1/p' <<<"$line")"
-metrics="$(sed -n 's/.* metrics=\([^ ]*\).*/\1/p' <<<"$line")"
+start_small_server 4MiB
 echo "status_page_browser_test: server grpc=$grpc metrics=$metrics"
 
 # Traffic: prefill and decode over every layer (gdn-bench closes its
