@@ -11,11 +11,14 @@
 #define GDN_KERNELS_BACKEND_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "kernels/backend_stream.h"
 #include "kernels/gdn_params.h"
@@ -26,6 +29,16 @@ namespace gdn {
 struct DeviceMemoryInfo {
   size_t used_bytes = 0;
   size_t total_bytes = 0;
+};
+
+// One range of backend memory to check (Backend::CheckValues): `count`
+// elements of `dtype` at `data`; with `range`, also lo <= x <= hi.
+struct ValueCheck {
+  const void* data = nullptr;
+  int64_t count = 0;
+  DType dtype = DType::kF32;
+  bool range = false;
+  float lo = 0.0f, hi = 0.0f;
 };
 
 class Backend {
@@ -77,6 +90,41 @@ class Backend {
   virtual absl::Status Synchronize() = 0;
 
   virtual DeviceMemoryInfo MemoryInfo() const = 0;
+
+  // Same-host memory regions (server/regions/). Safe from any thread.
+  //
+  // Host memory another process shares with this one (a mapped POSIX shm
+  // object): made addressable by this backend's copies and kernels until
+  // the returned handle is released; the pointer to give them is returned
+  // beside it (cuda: page-locked and mapped, so copies are DMA and kernels
+  // read it over the bus; cpu: the memory itself).
+  struct HostRegistration {
+    std::shared_ptr<void> handle;
+    char* device_address = nullptr;
+  };
+  virtual absl::StatusOr<HostRegistration> RegisterHostMemory(void* data, size_t bytes) {
+    return HostRegistration{nullptr, static_cast<char*>(data)};
+  }
+  // Device memory of another process named by a CUDA IPC handle (the 64
+  // bytes of a cudaIpcMemHandle_t) on `device`: the allocation's base and
+  // size here, mapped while `handle` is held. FailedPrecondition on
+  // backends without CUDA; InvalidArgument for a handle that does not open.
+  struct DeviceMapping {
+    std::shared_ptr<void> handle;
+    char* base = nullptr;
+    size_t bytes = 0;
+  };
+  virtual absl::StatusOr<DeviceMapping> OpenIpcMemory(absl::string_view ipc_handle, int device) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("backend ", name(), " cannot open CUDA IPC memory; run gdn-server "
+                     "--backend=cuda on the GPU the region lives on"));
+  }
+  // For each check, the index of its first element that is not finite (or
+  // outside [lo, hi]), or its count when every element passes. For backend
+  // memory the host cannot read (device regions); synchronous.
+  virtual absl::StatusOr<std::vector<int64_t>> CheckValues(const std::vector<ValueCheck>& checks) {
+    return absl::UnimplementedError(absl::StrCat("backend ", name(), " has no value checks"));
+  }
 };
 
 // Which backend to create.

@@ -81,6 +81,20 @@ bool ExpectWireType(uint32_t tag, WireFormatLite::WireType type) {
   return WireFormatLite::GetTagWireType(tag) == type;
 }
 
+// Reads a length-delimited RegionRef.
+bool ReadRegionRef(CodedInputStream& in, RegionRefField* out) {
+  uint32_t length = 0;
+  if (!in.ReadVarint32(&length)) return false;
+  const CodedInputStream::Limit limit = in.PushLimit(static_cast<int>(length));
+  gdn::v1::RegionRef ref;
+  if (!ref.MergeFromCodedStream(&in) || !in.ConsumedEntireMessage()) return false;
+  in.PopLimit(limit);
+  out->region = std::move(*ref.mutable_region());
+  out->offset = ref.offset();
+  out->byte_size = ref.byte_size();
+  return true;
+}
+
 // Reads a Tensor submessage of `length` bytes; the data payload is skipped
 // and recorded as a span at the stream's current position.
 absl::Status ReadTensor(CodedInputStream& in, absl::string_view message,
@@ -131,6 +145,13 @@ absl::Status ReadTensor(CodedInputStream& in, absl::string_view message,
         }
         break;
       }
+      case 4: {  // ref: a RegionRef instead of data
+        if (!ExpectWireType(tag, kLength) || !ReadRegionRef(in, &t->ref)) {
+          return NotA(message, absl::StrCat(name, ".ref: malformed"));
+        }
+        t->has_ref = true;
+        break;
+      }
       default:
         if (!WireFormatLite::SkipField(&in, tag)) {
           return NotA(message, absl::StrCat(name, ": malformed field"));
@@ -138,6 +159,9 @@ absl::Status ReadTensor(CodedInputStream& in, absl::string_view message,
     }
   }
   if (!in.ConsumedEntireMessage()) return NotA(message, absl::StrCat(name, ": malformed"));
+  if (t->has_ref && t->data.size > 0) {
+    return NotA(message, absl::StrCat(name, ": both data and ref; send one"));
+  }
   in.PopLimit(limit);
   return absl::OkStatus();
 }
@@ -201,6 +225,22 @@ size_t PackedShapeSize(const TensorParts& t) {
   return n;
 }
 
+size_t RegionRefSize(const RegionRefField& r) {
+  size_t n = 0;
+  if (!r.region.empty()) n += 1 + WireFormatLite::StringSize(r.region);
+  if (r.offset != 0) n += 1 + WireFormatLite::Int64Size(r.offset);
+  if (r.byte_size != 0) n += 1 + WireFormatLite::Int64Size(r.byte_size);
+  return n;
+}
+
+void WriteRegionRef(int field, const RegionRefField& r, CodedOutputStream& out) {
+  WireFormatLite::WriteTag(field, kLength, &out);
+  out.WriteVarint32(static_cast<uint32_t>(RegionRefSize(r)));
+  if (!r.region.empty()) WireFormatLite::WriteString(1, r.region, &out);
+  if (r.offset != 0) WireFormatLite::WriteInt64(2, r.offset, &out);
+  if (r.byte_size != 0) WireFormatLite::WriteInt64(3, r.byte_size, &out);
+}
+
 // Bytes of the Tensor message (without its own tag and length).
 size_t TensorSize(const TensorParts& t) {
   size_t n = 0;
@@ -211,6 +251,10 @@ size_t TensorSize(const TensorParts& t) {
   }
   const size_t data = DataSize(t);
   if (data > 0) n += 1 + CodedOutputStream::VarintSize64(data) + data;
+  if (t.has_ref) {
+    const size_t ref = RegionRefSize(t.ref);
+    n += 1 + CodedOutputStream::VarintSize32(static_cast<uint32_t>(ref)) + ref;
+  }
   return n;
 }
 
@@ -232,6 +276,7 @@ void WriteTensor(int field, const TensorParts& t, SliceWriter& writer) {
     }
   });
   for (const BytesRef& r : t.data) writer.Payload(r);
+  if (t.has_ref) writer.Header([&](CodedOutputStream& out) { WriteRegionRef(4, t.ref, out); });
 }
 
 void WritePackedInt64(int field, const std::vector<int64_t>& values, CodedOutputStream& out) {
@@ -307,6 +352,12 @@ absl::StatusOr<ForwardRequestFields> ScanForwardRequest(const WireMessage& messa
           !s.ok()) {
         return s;
       }
+    } else if (field == 13) {
+      if (f.has_o_region) return NotA("ForwardRequest", "o_region appears twice");
+      if (!ExpectWireType(tag, kLength) || !ReadRegionRef(in, &f.o_region)) {
+        return NotA("ForwardRequest", "o_region: malformed");
+      }
+      f.has_o_region = true;
     } else if (!WireFormatLite::SkipField(&in, tag)) {
       return NotA("ForwardRequest", absl::StrCat("field ", field, ": malformed"));
     }
@@ -356,7 +407,7 @@ absl::StatusOr<ForwardResponseFields> ScanForwardResponse(const WireMessage& mes
 }
 
 bool TensorParts::present() const {
-  return dtype != gdn::v1::DTYPE_UNSPECIFIED || !shape.empty() || DataSize(*this) > 0;
+  return dtype != gdn::v1::DTYPE_UNSPECIFIED || !shape.empty() || DataSize(*this) > 0 || has_ref;
 }
 
 grpc::Slice SliceOf(const BytesRef& ref) {
@@ -390,6 +441,7 @@ grpc::ByteBuffer EncodeForwardRequest(const ForwardRequestParts& parts) {
   for (int i = 0; i < 9; ++i) WriteTensor(3 + i, *tensors[i], writer);
   writer.Header([&](CodedOutputStream& out) {
     if (parts.request_id != 0) WireFormatLite::WriteUInt64(12, parts.request_id, &out);
+    if (parts.has_o_region) WriteRegionRef(13, parts.o_region, out);
   });
   return writer.Finish();
 }

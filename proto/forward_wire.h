@@ -88,12 +88,26 @@ class WireMessage {
   std::vector<size_t> ends_;  // [slices]: offset one past each slice's end
 };
 
-// A Tensor field as scanned: its header and where its data bytes are.
+// A RegionRef: bytes [offset, offset + byte_size) of a registered region.
+struct RegionRefField {
+  std::string region;
+  int64_t offset = 0;
+  int64_t byte_size = 0;
+};
+
+// A Tensor field as scanned: its header and where its data bytes are, in
+// the message (`data`) or in a registered region (`ref`, when has_ref).
 struct TensorField {
   bool present = false;  // the field appeared (possibly empty)
   gdn::v1::DType dtype = gdn::v1::DTYPE_UNSPECIFIED;
   std::vector<int64_t> shape;
   WireSpan data;
+  bool has_ref = false;
+  RegionRefField ref;
+  // Payload bytes: the ref's byte_size or the inline data's size.
+  int64_t payload_bytes() const {
+    return has_ref ? ref.byte_size : static_cast<int64_t>(data.size);
+  }
 };
 
 struct SequenceField {
@@ -108,6 +122,8 @@ struct ForwardRequestFields {
   std::vector<SequenceField> sequences;
   TensorField q, k, v, g, beta, a, b, a_log, dt_bias;
   uint64_t request_id = 0;
+  bool has_o_region = false;
+  RegionRefField o_region;  // where o goes instead of the response
 };
 
 // InvalidArgument "request is not a gdn.v1.ForwardRequest: ..." when the
@@ -134,11 +150,14 @@ struct BytesRef {
 };
 
 // A Tensor to encode: its header and its data as one or more runs, sent in
-// order (their sizes add up to the data's size).
+// order (their sizes add up to the data's size), or a reference to a
+// registered region (then `data` is empty).
 struct TensorParts {
   gdn::v1::DType dtype = gdn::v1::DTYPE_UNSPECIFIED;
   std::vector<int64_t> shape;
   std::vector<BytesRef> data;
+  bool has_ref = false;
+  RegionRefField ref;
   bool present() const;  // anything to encode (a default Tensor is omitted)
 };
 
@@ -147,6 +166,8 @@ struct ForwardRequestParts {
   std::vector<SequenceField> sequences;
   TensorParts q, k, v, g, beta, a, b, a_log, dt_bias;
   uint64_t request_id = 0;
+  bool has_o_region = false;
+  RegionRefField o_region;
 };
 
 struct ForwardResponseParts {

@@ -56,11 +56,15 @@ absl::StatusOr<std::unique_ptr<GdnServer>> GdnServer::Start(
       CreateBackend(config.backend);
   if (!backend.ok()) return backend.status();
   const std::string backend_name((*backend)->name());
+  Backend* backend_ptr = backend->get();  // owned by the engine from here
   server->metrics_ = std::make_unique<ServerMetrics>(GdnVersion(), backend_name);
   absl::StatusOr<std::unique_ptr<Engine>> engine =
       Engine::Create(config, std::move(*backend), server->metrics_.get());
   if (!engine.ok()) return engine.status();
   server->engine_ = std::move(*engine);
+  server->regions_ = std::make_unique<RegionRegistry>(backend_ptr);
+  server->context_.regions = server->regions_.get();
+  server->context_.region_access = {server->regions_.get(), backend_ptr, ""};
 
   server->context_.engine = server->engine_.get();
   server->context_.metrics = server->metrics_.get();

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "server/sessions/drain_gate.h"
 #include "server/engine/engine.h"
+#include "server/regions/region_registry.h"
 #include "server/rpc/gdn_service.h"
 #include "server/ops/http_endpoint.h"
 #include "server/ops/metrics.h"
@@ -74,6 +75,8 @@ class GdnServer {
   std::unique_ptr<DrainGate> drain_gate_;             // --snapshot_dir only
   SnapshotDrainReport drain_report_;
   std::unique_ptr<Engine> engine_;
+  // After engine_: released first (its regions unmap through the backend).
+  std::unique_ptr<RegionRegistry> regions_;
   ServiceContext context_;
   std::unique_ptr<GdnServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;

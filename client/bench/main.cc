@@ -47,7 +47,10 @@ ABSL_FLAG(double, think_ms, 0, "think time between a session's decode steps");
 ABSL_FLAG(int, shared_prefix_tokens, 0, "fork mode: tokens of the shared prefix");
 ABSL_FLAG(int, fork_fanout, 0, "fork mode: sessions forked from each prefilled prefix");
 ABSL_FLAG(int, sessions_per_call, 1, "sessions batched into one Forward call");
-ABSL_FLAG(std::string, transport, "unary", "unary (Forward) or stream (ForwardStream)");
+ABSL_FLAG(std::string, transport, "unary",
+          "unary (Forward), stream (ForwardStream), shm (Forward with tensors and o in POSIX "
+          "shared memory registered with the server: same host only), or cuda_ipc (the same "
+          "in GPU memory shared through CUDA IPC: same GPU, CUDA builds)");
 ABSL_FLAG(int, channels, 0, "gRPC channels (0: one per thread, at most 8)");
 ABSL_FLAG(double, warmup_s, 0, "seconds of warm-up whose calls are not measured");
 ABSL_FLAG(double, duration_s, 10, "measured seconds (unless --rounds / --num_sessions)");
@@ -143,11 +146,14 @@ absl::StatusOr<BenchConfig> ConfigFromFlags() {
   c.fork_fanout = absl::GetFlag(FLAGS_fork_fanout);
   c.sessions_per_call = absl::GetFlag(FLAGS_sessions_per_call);
   const std::string transport = absl::GetFlag(FLAGS_transport);
-  if (transport != "unary" && transport != "stream") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--transport must be unary or stream, got '", transport, "'"));
+  if (transport != "unary" && transport != "stream" && transport != "shm" &&
+      transport != "cuda_ipc") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--transport must be unary, stream, shm or cuda_ipc, got '", transport, "'"));
   }
   c.stream = transport == "stream";
+  c.shm = transport == "shm";
+  c.cuda_ipc = transport == "cuda_ipc";
   c.channels = absl::GetFlag(FLAGS_channels);
   c.warmup_s = absl::GetFlag(FLAGS_warmup_s);
   c.duration_s = absl::GetFlag(FLAGS_duration_s);

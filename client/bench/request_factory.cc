@@ -73,6 +73,17 @@ RequestFactory::RequestFactory(const v1::LayerConfig& c, int pool_rows, std::mt1
   pools_ = std::move(pools);
 }
 
+std::vector<std::pair<const char*, size_t>> RequestFactory::PoolSpans() const {
+  std::vector<std::pair<const char*, size_t>> spans;
+  for (const Pool* p : {&pools_->q, &pools_->k, &pools_->v, &pools_->gate_x, &pools_->gate_y}) {
+    spans.emplace_back(p->bytes.data(), p->bytes.size());
+  }
+  for (const v1::Tensor* t : {&pools_->a_log, &pools_->dt_bias}) {
+    if (!t->data().empty()) spans.emplace_back(t->data().data(), t->data().size());
+  }
+  return spans;
+}
+
 int64_t RequestFactory::FirstRow(std::mt19937_64& rng) const {
   return std::uniform_int_distribution<int64_t>(0, pool_rows_ - 1)(rng);
 }

@@ -17,6 +17,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gdn/v1/gdn.pb.h"
@@ -39,6 +40,10 @@ class RequestFactory {
   // tensors referencing the pool.
   wire::ForwardRequestParts BuildParts(int32_t layer, const std::vector<SequenceSlot>& sequences,
                                        std::mt19937_64& rng) const;
+  // The memory BuildParts' tensor runs point into (the pools), for
+  // transports that place it elsewhere once (shm_transport.h).
+  std::vector<std::pair<const char*, size_t>> PoolSpans() const;
+
   // The same request as a protobuf message (rows copied).
   v1::ForwardRequest Build(int32_t layer, const std::vector<SequenceSlot>& sequences,
                            std::mt19937_64& rng) const;

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "client/bench/cuda_ipc_transport.h"
 #include "client/forward_parts_split.h"
 #include "client/raw_forward.h"
 #include "client/retry.h"
@@ -18,6 +19,7 @@ struct SessionRunner::Lane {
   std::vector<SessionWork> work;
   std::unique_ptr<ForwardStream> stream;  // streaming transport only
   RawCallOptions raw;                     // unary: the client's call settings, the lane's route
+  std::unique_ptr<RegionTransport::Output> o_region;  // shm / cuda_ipc: where o goes
 };
 
 UnitPlan MakeUnitPlan(const BenchConfig& config, std::mt19937_64& rng,
@@ -45,7 +47,19 @@ SessionRunner::SessionRunner(GdnClient* client, const RequestFactory* factory,
                              const BenchConfig& config, Recorder* recorder,
                              Clock::time_point stop_at, uint64_t seed)
     : client_(client), factory_(factory), config_(config), recorder_(recorder),
-      stop_at_(stop_at), rng_(seed), message_limit_(client->EffectiveMessageLimit()) {}
+      stop_at_(stop_at), rng_(seed), message_limit_(client->EffectiveMessageLimit()) {
+  if (config.shm || config.cuda_ipc) {
+    absl::StatusOr<std::unique_ptr<RegionTransport>> regions =
+        config.shm ? absl::StatusOr<std::unique_ptr<RegionTransport>>(
+                         ShmTransport::Create(client->channel(), factory->PoolSpans()))
+                   : CreateCudaIpcTransport(client->channel(), factory->PoolSpans(), 0);
+    if (regions.ok()) {
+      regions_ = std::move(*regions);
+    } else {
+      regions_status_ = regions.status();
+    }
+  }
+}
 
 bool SessionRunner::TimeUp() const { return Clock::now() >= stop_at_; }
 
@@ -98,6 +112,14 @@ bool SessionRunner::Forward(Lane& lane, const std::vector<SequenceSlot>& seqs, i
   // copied on the client. The clock covers the RPCs only.
   absl::StatusOr<std::vector<ForwardPartRefs>> parts = SplitForwardRequestParts(
       factory_->BuildParts(layer, seqs, rng), message_limit_);
+  if (parts.ok() && (config_.shm || config_.cuda_ipc)) {
+    for (size_t p = 0; p < parts->size() && parts.ok(); ++p) {
+      absl::Status s = regions_ != nullptr
+                           ? regions_->UseRegions(&(*parts)[p].request, &lane.o_region)
+                           : regions_status_;
+      if (!s.ok()) parts = s;
+    }
+  }
   std::vector<grpc::ByteBuffer> messages;
   if (parts.ok()) {
     messages.resize(parts->size());

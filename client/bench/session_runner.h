@@ -28,6 +28,7 @@
 
 #include "client/bench/recorder.h"
 #include "client/bench/request_factory.h"
+#include "client/bench/shm_transport.h"
 #include "client/bench/workload.h"
 #include "client/gdn_client.h"
 
@@ -79,6 +80,10 @@ class SessionRunner {
   Recorder* const recorder_;
   const Clock::time_point stop_at_;
   std::mt19937_64 rng_;
+  // --transport=shm / cuda_ipc: the pools in a registered region (null
+  // otherwise; regions_status_ says why when creating it failed).
+  std::unique_ptr<RegionTransport> regions_;
+  absl::Status regions_status_;
   // The client's effective message limit, asked once (it never changes
   // while a server runs): the limit unary requests are split at.
   int64_t message_limit_ = 0;

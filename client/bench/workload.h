@@ -64,6 +64,8 @@ struct BenchConfig {
   int fork_fanout = 0;             // > 0: fork mode
   int sessions_per_call = 1;       // sessions batched into one Forward
   bool stream = false;             // ForwardStream instead of unary Forward
+  bool shm = false;                // unary Forward with tensors in shared memory regions
+  bool cuda_ipc = false;           // unary Forward with tensors in CUDA IPC regions
 
   int channels = 0;           // 0: one per thread, at most 8
   double warmup_s = 0;

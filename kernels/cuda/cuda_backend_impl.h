@@ -66,6 +66,12 @@ class CudaBackend final : public Backend {
 
   absl::StatusOr<std::unique_ptr<BackendStream>> CreateStream(bool high_priority) override;
 
+  // Same-host regions (cuda_regions.cc); any thread.
+  absl::StatusOr<HostRegistration> RegisterHostMemory(void* data, size_t bytes) override;
+  absl::StatusOr<DeviceMapping> OpenIpcMemory(absl::string_view ipc_handle,
+                                              int device) override;
+  absl::StatusOr<std::vector<int64_t>> CheckValues(const std::vector<ValueCheck>& checks) override;
+
   int device() const { return device_; }
   // Work items queued on stream() so far (kernels and copies): a
   // BackendStream waits for the backend's stream only when this moved.

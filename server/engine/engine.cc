@@ -481,6 +481,7 @@ void Engine::FinishCall(RunningList::iterator it, absl::Status status) {
   std::unique_ptr<RunningCall> running = std::move(*it);
   running_.erase(it);
   ForwardCall& call = *running->call;
+  if (status.ok() && call.before_commit) status = call.before_commit();
   ForwardResult result;
   for (size_t i = 0; i < call.sequences.size(); ++i) {
     const ForwardSequence& seq = call.sequences[i];

@@ -165,6 +165,7 @@ class Engine {
   bool LaunchBatches(absl::Time now, bool stopping);
   bool PlanBatch(bool decode, std::vector<BatchEntry>* entries);
   absl::Status StageAndLaunch(Lane& lane);
+  absl::Status CopyOToRegions(Lane& lane, const char* device_o, size_t v_row);
   bool CompleteLanes();
   void CompleteLane(Lane& lane, absl::Status status);
   bool AnyLaneBusy() const;

@@ -113,17 +113,23 @@ absl::Status Engine::StageAndLaunch(Lane& lane) {
   const InputLayout layout = InputLayout::For(shape, dtype, lane.tokens);
   const size_t o_bytes = static_cast<size_t>(lane.tokens) * layout.v_row;
 
-  // o comes down into an I/O block that the responses are sent from.
-  absl::StatusOr<std::shared_ptr<IoBlock>> o_block = arena_->Acquire(o_bytes);
-  if (!o_block.ok()) return o_block.status();
-  lane.o_block = std::move(*o_block);
+  // o comes down into an I/O block that the responses are sent from, unless
+  // every call of the batch named an output region.
+  bool any_o_to_host = false;
+  for (const BatchEntry& e : lane.entries) any_o_to_host |= e.call->call->o_region == nullptr;
+  if (any_o_to_host) {
+    absl::StatusOr<std::shared_ptr<IoBlock>> o_block = arena_->Acquire(o_bytes);
+    if (!o_block.ok()) return o_block.status();
+    lane.o_block = std::move(*o_block);
+  }
 
   // The batch's inputs: one copy of the whole block when the batch is
-  // exactly one call (the usual model-runner call), else a gather of each
-  // entry's rows of each tensor in pieces of at most kGatherCopyMaxBytes.
+  // exactly one call (the usual model-runner call) sent inline, else a
+  // gather of each entry's rows of each tensor from wherever it lies (its
+  // call's block or a region) in pieces of at most kGatherCopyMaxBytes.
   const RunningCall* first = lane.entries[0].call;
   const std::shared_ptr<IoBlock>& first_block = first->call->inputs.block;
-  bool whole_call = n == first->call->sequences.size();
+  bool whole_call = n == first->call->sequences.size() && first->call->inputs.all_in_block();
   for (size_t i = 0; whole_call && i < n; ++i) {
     const BatchEntry& e = lane.entries[i];
     whole_call = e.call == first && e.seq == static_cast<int>(i) && e.offset == 0 &&
@@ -150,14 +156,12 @@ absl::Status Engine::StageAndLaunch(Lane& lane) {
       const uint64_t src_row = e.call->call->sequences[e.seq].row_offset + e.offset;
       const uint64_t dst_row = cu[i];
       const uint64_t rows = e.tokens;
-      for (auto [src_region, dst_region, row] :
-           {std::tuple{in.layout.q, layout.q, layout.qk_row},
-            {in.layout.k, layout.k, layout.qk_row},
-            {in.layout.v, layout.v, layout.v_row},
-            {in.layout.g, layout.g, layout.gate_row},
-            {in.layout.beta, layout.beta, layout.gate_row}}) {
-        AppendGatherCopies(in.block->data + src_region + src_row * row,
-                           dst_region + dst_row * row, rows * row, &items);
+      const size_t dst_at[PackedInputs::kCount] = {layout.q, layout.k, layout.v, layout.g,
+                                                   layout.beta};
+      for (int t = 0; t < PackedInputs::kCount; ++t) {
+        const size_t row = in.row_bytes(t);
+        AppendGatherCopies(in.source[t] + src_row * row, dst_at[t] + dst_row * row, rows * row,
+                           &items);
       }
     }
   }
@@ -230,10 +234,50 @@ absl::Status Engine::StageAndLaunch(Lane& lane) {
   absl::Status launched = lane.decode ? stream.Decode(kernel_options_, p)
                                       : stream.Prefill(kernel_options_, p);
   if (!launched.ok()) return launched;
-  if (absl::Status s = stream.CopyToHost(lane.o_block->data, p.o, o_bytes); !s.ok()) return s;
+  if (lane.o_block != nullptr) {
+    if (absl::Status s = stream.CopyToHost(lane.o_block->data, p.o, o_bytes); !s.ok()) return s;
+  }
+  if (absl::Status s = CopyOToRegions(lane, static_cast<const char*>(p.o), layout.v_row);
+      !s.ok()) {
+    return s;
+  }
   if (absl::Status s = stream.Record(); !s.ok()) return s;
   for (const BatchEntry& e : lane.entries) slots_[e.call->slots[e.seq]].lane = lane.index;
   return absl::OkStatus();
+}
+
+// o rows of calls that named an output region go there straight from the
+// device: one copy per run of rows that is contiguous in both the batch and
+// the call (a whole call in one batch is one copy).
+absl::Status Engine::CopyOToRegions(Lane& lane, const char* device_o, size_t v_row) {
+  char* run_dst = nullptr;
+  const char* run_src = nullptr;
+  size_t run_bytes = 0;
+  auto flush = [&]() -> absl::Status {
+    if (run_bytes == 0) return absl::OkStatus();
+    const GatherCopy item{run_src, 0, run_bytes};
+    run_bytes = 0;
+    return lane.stream->Gather(run_dst, &item, nullptr, 1);
+  };
+  int64_t row = 0;  // the entry's first row in the batch
+  for (const BatchEntry& e : lane.entries) {
+    const ForwardCall& call = *e.call->call;
+    const size_t bytes = static_cast<size_t>(e.tokens) * v_row;
+    if (call.o_region != nullptr) {
+      char* dst = call.o_region + (call.sequences[e.seq].row_offset + e.offset) * v_row;
+      const char* src = device_o + row * v_row;
+      if (run_bytes > 0 && run_dst + run_bytes == dst && run_src + run_bytes == src) {
+        run_bytes += bytes;
+      } else {
+        if (absl::Status s = flush(); !s.ok()) return s;
+        run_dst = dst;
+        run_src = src;
+        run_bytes = bytes;
+      }
+    }
+    row += e.tokens;
+  }
+  return flush();
 }
 
 bool Engine::CompleteLanes() {
@@ -264,6 +308,8 @@ void Engine::CompleteLane(Lane& lane, absl::Status status) {
     const size_t bytes = static_cast<size_t>(e.tokens) * v_row;
     if (!status.ok()) {
       if (running.failure.ok()) running.failure = status;
+    } else if (running.call->o_region != nullptr) {
+      running.done_tokens[e.seq] += e.tokens;  // o is in the region already
     } else {
       // Chunks of one sequence on two lanes may be seen done in either order.
       running.done_tokens[e.seq] += e.tokens;

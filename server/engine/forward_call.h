@@ -29,19 +29,42 @@ struct ForwardSequence {
   int32_t row_offset = 0;
 };
 
-// The call's inputs, packed by the request thread in `layout` (T tokens)
-// inside `block`: every value finite, g <= 0, beta in [0, 1], fused gating
-// already folded into g and beta. The engine's kernels read them from here
-// (the backend can read this memory directly: io_arena.h).
+// The call's inputs, checked by the request thread: every value finite,
+// g <= 0, beta in [0, 1], fused gating already folded into g and beta.
+// Each tensor lies at `source` (rows contiguous, the row sizes of `layout`):
+// packed in `layout` (T tokens) inside `block` when sent inline, or where
+// the client left it in a registered region (server/regions/). Every source
+// is memory the backend's copies and kernels can read directly.
 struct PackedInputs {
-  std::shared_ptr<IoBlock> block;
+  enum Tensor { kQ = 0, kK, kV, kG, kBeta, kCount };
+  std::shared_ptr<IoBlock> block;  // null when every tensor is in a region
   InputLayout layout;
+  const char* source[kCount] = {};
+
+  // Sources at their places in `block` (the inline case).
+  void PointIntoBlock() {
+    const size_t at[kCount] = {layout.q, layout.k, layout.v, layout.g, layout.beta};
+    for (int i = 0; i < kCount; ++i) source[i] = block->data + at[i];
+  }
+  // Whether the whole input is `block` in `layout` (one copy stages it).
+  bool all_in_block() const {
+    if (block == nullptr) return false;
+    const size_t at[kCount] = {layout.q, layout.k, layout.v, layout.g, layout.beta};
+    for (int i = 0; i < kCount; ++i) {
+      if (source[i] != block->data + at[i]) return false;
+    }
+    return true;
+  }
+  size_t row_bytes(int tensor) const {
+    return tensor <= kK ? layout.qk_row : tensor == kV ? layout.v_row : layout.gate_row;
+  }
 };
 
 struct ForwardResult {
   // o [T, Hv, V] in the activation dtype, in row order, as runs of host
   // memory that stay valid while held (the batches' output blocks): the
   // response is encoded around them without copying (forward_wire.h).
+  // Empty when the call named an output region (ForwardCall::o_region).
   std::vector<wire::BytesRef> o;
   std::vector<int64_t> positions;  // new position per sequence
 };
@@ -51,6 +74,14 @@ struct ForwardCall {
   std::vector<ForwardSequence> sequences;
   int32_t total_tokens = 0;  // T
   PackedInputs inputs;
+  // When set, o [T, Hv, V] is written here (a registered region, memory
+  // the backend can write) before the call completes, instead of coming
+  // back in ForwardResult::o.
+  char* o_region = nullptr;
+  // When set, runs on the engine thread right before the call's states are
+  // committed; an error fails the call instead (its leases are aborted, no
+  // state changes). Holds what the call's region memory needs held.
+  std::function<absl::Status()> before_commit;
 
   absl::Time deadline = absl::InfiniteFuture();
   // Safe from the engine thread: whether the client has gone away.

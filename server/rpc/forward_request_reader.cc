@@ -22,11 +22,13 @@ using wire::TensorField;
 // cache when it is checked.
 constexpr size_t kStepBytes = 64 << 10;
 
-wire::TensorHeader HeaderOf(const TensorField& t) { return {t.dtype, t.shape, t.data.size}; }
+wire::TensorHeader HeaderOf(const TensorField& t) {
+  return {t.dtype, t.shape, static_cast<size_t>(t.payload_bytes())};
+}
 
 // An empty Tensor counts as absent (some clients send one for unused fields).
 absl::Status MustBeAbsent(const TensorField& t, absl::string_view field, GatingMode mode) {
-  if (t.dtype == gdn::v1::DTYPE_UNSPECIFIED && t.shape.empty() && t.data.size == 0) {
+  if (t.dtype == gdn::v1::DTYPE_UNSPECIFIED && t.shape.empty() && t.data.size == 0 && !t.has_ref) {
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
@@ -54,38 +56,65 @@ struct Range {
   const char* expectation;
 };
 
-// Copies t's payload to dst, checking each step right after it lands:
-// finite, and within `range` when given (fp32 only).
-absl::Status CopyChecked(const wire::WireMessage& message, const TensorField& t,
-                         absl::string_view field, DType dtype, char* dst,
-                         const Range* range = nullptr) {
+// The first problem in n elements at x: not finite, or outside `range`.
+absl::Status CheckElements(const char* x, size_t n, size_t first_index, absl::string_view field,
+                           DType dtype, const Range* range) {
+  const size_t bad = wire::FirstNonFinite(x, n, dtype);
+  if (bad < n) return wire::NonFiniteError(field, x - first_index * DTypeSize(dtype), dtype,
+                                           first_index + bad);
+  if (range != nullptr) {
+    const float* f = reinterpret_cast<const float*>(x);
+    const size_t out = FirstOutOfRange(f, n, range->lo, range->hi);
+    if (out < n) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": element ", first_index + out,
+                                                     " is ", f[out], "; ", range->expectation));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Copies a payload given as pieces (for_each_piece(fn) calls fn(ptr, n) in
+// order) to dst, checking each step right after it lands: finite, and
+// within `range` when given (fp32 only).
+template <typename ForEachPiece>
+absl::Status CopyChecked(ForEachPiece&& for_each_piece, absl::string_view field, DType dtype,
+                         char* dst, const Range* range = nullptr) {
   const size_t elem = DTypeSize(dtype);
   size_t copied = 0;   // bytes
   size_t checked = 0;  // elements
   absl::Status status;
-  message.ForEachPiece(t.data, [&](const char* piece, size_t size) {
+  for_each_piece([&](const char* piece, size_t size) {
     for (size_t at = 0; at < size && status.ok(); at += kStepBytes) {
       const size_t n = std::min(kStepBytes, size - at);
       std::memcpy(dst + copied, piece + at, n);
       copied += n;
       const size_t whole = copied / elem;  // elements complete so far
-      const char* from = dst + checked * elem;
-      const size_t count = whole - checked;
-      const size_t bad = wire::FirstNonFinite(from, count, dtype);
-      if (bad < count) {
-        status = wire::NonFiniteError(field, dst, dtype, checked + bad);
-      } else if (range != nullptr) {
-        const float* x = reinterpret_cast<const float*>(from);
-        const size_t out = FirstOutOfRange(x, count, range->lo, range->hi);
-        if (out < count) {
-          status = absl::InvalidArgumentError(absl::StrCat(
-              field, ": element ", checked + out, " is ", x[out], "; ", range->expectation));
-        }
-      }
+      status = CheckElements(dst + checked * elem, whole - checked, checked, field, dtype, range);
       checked = whole;
     }
   });
   return status;
+}
+
+absl::Status CopyChecked(const wire::WireMessage& message, const TensorField& t,
+                         absl::string_view field, DType dtype, char* dst,
+                         const Range* range = nullptr) {
+  return CopyChecked([&](auto&& fn) { message.ForEachPiece(t.data, fn); }, field, dtype, dst,
+                     range);
+}
+
+// Checks bytes that stay where they are (a SYSTEM region), step by step.
+absl::Status CheckInPlace(const char* data, size_t bytes, absl::string_view field, DType dtype,
+                          const Range* range) {
+  const size_t elem = DTypeSize(dtype);
+  for (size_t at = 0; at < bytes; at += kStepBytes) {
+    const size_t n = std::min(kStepBytes, bytes - at);
+    if (absl::Status s = CheckElements(data + at, n / elem, at / elem, field, dtype, range);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<ForwardSequence>> ReadSequences(
@@ -130,7 +159,7 @@ absl::StatusOr<std::vector<ForwardSequence>> ReadSequences(
 
 absl::StatusOr<std::unique_ptr<ForwardCall>> ReadForwardRequest(
     const wire::WireMessage& message, int num_layers, const GdnOptions& options, IoArena& arena,
-    uint64_t* request_id) {
+    uint64_t* request_id, const RegionAccess* regions) {
   *request_id = 0;
   absl::StatusOr<wire::ForwardRequestFields> scanned = wire::ScanForwardRequest(message);
   if (!scanned.ok()) return scanned.status();
@@ -186,43 +215,124 @@ absl::StatusOr<std::unique_ptr<ForwardCall>> ReadForwardRequest(
 
   // Pack: q, k, v, then g and beta (fused: a and b land past the layout's
   // end, A_log and dt_bias in small vectors, and g, beta are computed).
+  // Tensors in regions are resolved and checked where they lie instead.
   const InputLayout layout = InputLayout::For(s, act, T);
   const size_t gates = static_cast<size_t>(T) * s.num_v_heads;
   const size_t fused_bytes = direct ? 0 : 2 * gates * sizeof(float);
-  absl::StatusOr<std::shared_ptr<IoBlock>> block = arena.Acquire(layout.bytes + fused_bytes);
-  if (!block.ok()) return block.status();
-  char* base = (*block)->data;
-  for (auto [t, name, at] : {std::tuple{&r.q, "q", layout.q}, {&r.k, "k", layout.k},
-                             {&r.v, "v", layout.v}}) {
-    if (absl::Status st = CopyChecked(message, *t, name, act, base + at); !st.ok()) return st;
+  const TensorField* inputs[PackedInputs::kCount] = {&r.q, &r.k, &r.v, &r.g, &r.beta};
+  static constexpr const char* kInputNames[] = {"q", "k", "v", "g", "beta"};
+  const DType input_dtypes[PackedInputs::kCount] = {act, act, act, DType::kF32, DType::kF32};
+  // g is a log-space decay (exp(g) <= 1); beta a write strength.
+  const Range decay{-std::numeric_limits<float>::max(), 0.0f, "log-space decay must be <= 0"};
+  const Range strength{0.0f, 1.0f, "must be in [0, 1]"};
+  const Range* ranges[PackedInputs::kCount] = {nullptr, nullptr, nullptr, &decay, &strength};
+  const int in_requests = direct ? PackedInputs::kCount : PackedInputs::kG;  // g, beta: computed
+  bool needs_block = !direct;
+  for (int i = 0; i < in_requests; ++i) needs_block |= !inputs[i]->has_ref;
+
+  PackedInputs packed;
+  packed.layout = layout;
+  if (needs_block) {
+    absl::StatusOr<std::shared_ptr<IoBlock>> block = arena.Acquire(layout.bytes + fused_bytes);
+    if (!block.ok()) return block.status();
+    packed.block = std::move(*block);
+    packed.PointIntoBlock();
   }
-  float* g = reinterpret_cast<float*>(base + layout.g);
-  float* beta = reinterpret_cast<float*>(base + layout.beta);
-  if (direct) {
-    // g is a log-space decay (exp(g) <= 1); beta a write strength.
-    const Range decay{-std::numeric_limits<float>::max(), 0.0f, "log-space decay must be <= 0"};
-    const Range strength{0.0f, 1.0f, "must be in [0, 1]"};
-    if (absl::Status st = CopyChecked(message, r.g, "g", DType::kF32, base + layout.g, &decay);
-        !st.ok()) {
-      return st;
+  char* base = needs_block ? packed.block->data : nullptr;
+  auto hold = std::make_shared<RegionHold>();
+  // A ref resolved for `field`: held by the call; aligned for its dtype.
+  auto resolve = [&](const wire::RegionRefField& ref, int64_t bytes, absl::string_view field,
+                     DType dtype) -> absl::StatusOr<ResolvedRef> {
+    if (regions == nullptr || regions->registry == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".ref: this server takes no region references"));
     }
-    if (absl::Status st =
-            CopyChecked(message, r.beta, "beta", DType::kF32, base + layout.beta, &strength);
-        !st.ok()) {
-      return st;
+    absl::StatusOr<ResolvedRef> resolved = regions->registry->Resolve(regions->owner, ref, bytes,
+                                                                      field);
+    if (!resolved.ok()) return resolved.status();
+    if (reinterpret_cast<uintptr_t>(resolved->device) % DTypeSize(dtype) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".ref.offset: ", ref.offset, " is not aligned to its ", DTypeSize(dtype),
+          "-byte elements"));
     }
-  } else {
+    hold->Add(resolved->region);
+    return resolved;
+  };
+
+  std::vector<ValueCheck> device_checks;  // CUDA regions, checked in one launch
+  std::vector<int> device_check_inputs;   // which input each check is
+  for (int i = 0; i < in_requests; ++i) {
+    const TensorField& t = *inputs[i];
+    const char* name = kInputNames[i];
+    if (!t.has_ref) {
+      if (absl::Status st = CopyChecked(message, t, name, input_dtypes[i],
+                                        const_cast<char*>(packed.source[i]), ranges[i]);
+          !st.ok()) {
+        return st;
+      }
+      continue;
+    }
+    absl::StatusOr<ResolvedRef> ref = resolve(t.ref, t.ref.byte_size, name, input_dtypes[i]);
+    if (!ref.ok()) return ref.status();
+    packed.source[i] = ref->device;
+    if (ref->host != nullptr) {
+      if (absl::Status st = CheckInPlace(ref->host, static_cast<size_t>(t.ref.byte_size), name,
+                                         input_dtypes[i], ranges[i]);
+          !st.ok()) {
+        return st;
+      }
+    } else {
+      ValueCheck c;
+      c.data = ref->device;
+      c.count = t.ref.byte_size / static_cast<int64_t>(DTypeSize(input_dtypes[i]));
+      c.dtype = input_dtypes[i];
+      c.range = ranges[i] != nullptr;
+      if (c.range) c.lo = ranges[i]->lo, c.hi = ranges[i]->hi;
+      device_checks.push_back(c);
+      device_check_inputs.push_back(i);
+    }
+  }
+  if (!device_checks.empty()) {
+    absl::StatusOr<std::vector<int64_t>> first_bad = regions->backend->CheckValues(device_checks);
+    if (!first_bad.ok()) return first_bad.status();
+    for (size_t c = 0; c < device_checks.size(); ++c) {
+      if ((*first_bad)[c] < device_checks[c].count) {
+        const int i = device_check_inputs[c];
+        return absl::InvalidArgumentError(absl::StrCat(
+            kInputNames[i], ": element ", (*first_bad)[c], " (in region '", inputs[i]->ref.region,
+            "') is not finite", ranges[i] != nullptr ? absl::StrCat(" or ", ranges[i]->expectation)
+                                                     : std::string("; every value must be finite")));
+      }
+    }
+  }
+  if (!direct) {
+    float* g = const_cast<float*>(reinterpret_cast<const float*>(packed.source[PackedInputs::kG]));
+    float* beta =
+        const_cast<float*>(reinterpret_cast<const float*>(packed.source[PackedInputs::kBeta]));
     float* a = reinterpret_cast<float*>(base + layout.bytes);
     float* b = a + gates;
     std::vector<float> a_log(s.num_v_heads), dt_bias(s.num_v_heads);
     for (auto [t, name, dst] :
          {std::tuple{&r.a, "a", a}, {&r.b, "b", b}, {&r.a_log, "a_log", a_log.data()},
           {&r.dt_bias, "dt_bias", dt_bias.data()}}) {
-      if (absl::Status st =
-              CopyChecked(message, *t, name, DType::kF32, reinterpret_cast<char*>(dst));
-          !st.ok()) {
-        return st;
+      absl::Status st;
+      if (!t->has_ref) {
+        st = CopyChecked(message, *t, name, DType::kF32, reinterpret_cast<char*>(dst));
+      } else {
+        absl::StatusOr<ResolvedRef> ref = resolve(t->ref, t->ref.byte_size, name, DType::kF32);
+        if (!ref.ok()) return ref.status();
+        if (ref->host == nullptr) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              name, ".ref: fused gating inputs come inline or from a SYSTEM region (they are "
+                    "folded into g and beta on the host); region '", t->ref.region,
+              "' is CUDA memory"));
+        }
+        const char* src = ref->host;
+        const size_t bytes = static_cast<size_t>(t->ref.byte_size);
+        st = CopyChecked([&](auto&& fn) { fn(src, bytes); }, name, DType::kF32,
+                         reinterpret_cast<char*>(dst));
       }
+      if (!st.ok()) return st;
     }
     const size_t hv = static_cast<size_t>(s.num_v_heads);
     for (size_t i = 0; i < gates; ++i) {
@@ -230,22 +340,40 @@ absl::StatusOr<std::unique_ptr<ForwardCall>> ReadForwardRequest(
       beta[i] = FusedBeta(b[i]);
     }
   }
+  char* o_region = nullptr;
+  if (r.has_o_region) {
+    absl::StatusOr<ResolvedRef> ref =
+        resolve(r.o_region, static_cast<int64_t>(T * layout.v_row), "o_region", act);
+    if (!ref.ok()) return ref.status();
+    o_region = ref->device;
+  }
 
   auto call = std::make_unique<ForwardCall>();
   call->layer = r.layer;
   call->sequences = std::move(*sequences);
   call->total_tokens = static_cast<int32_t>(T);
-  call->inputs = {std::move(*block), layout};
+  call->inputs = std::move(packed);
+  call->o_region = o_region;
+  if (!hold->empty()) {
+    call->before_commit = [hold = std::move(hold)]() -> absl::Status {
+      if (const Region* r = hold->FirstRevoked()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "region '", r->name, "' was unregistered while the call was in flight; the call "
+            "was not applied"));
+      }
+      return absl::OkStatus();
+    };
+  }
   return call;
 }
 
 absl::StatusOr<std::unique_ptr<ForwardCall>> ReadForwardRequest(
     const grpc::ByteBuffer& request, int num_layers, const GdnOptions& options, IoArena& arena,
-    uint64_t* request_id) {
+    uint64_t* request_id, const RegionAccess* regions) {
   *request_id = 0;
   absl::StatusOr<wire::WireMessage> message = wire::WireMessage::FromByteBuffer(request);
   if (!message.ok()) return message.status();
-  return ReadForwardRequest(*message, num_layers, options, arena, request_id);
+  return ReadForwardRequest(*message, num_layers, options, arena, request_id, regions);
 }
 
 }  // namespace gdn

@@ -52,7 +52,8 @@ std::unique_ptr<ForwardCall> ForwardStreamReactor::TakeRequest() {
   uint64_t request_id = 0;
   absl::StatusOr<std::unique_ptr<ForwardCall>> read =
       ReadForwardRequest(reading_, service_->config.num_layers, service_->config.options,
-                         service_->engine->arena(), &request_id);
+                         service_->engine->arena(), &request_id,
+                         &service_->region_access);
   reading_.Clear();
   // Draining (--snapshot_dir): this message is answered UNAVAILABLE and not
   // applied; the stream stays open.

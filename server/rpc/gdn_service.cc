@@ -39,7 +39,8 @@ grpc::ServerUnaryReactor* GdnServiceImpl::Forward(grpc::CallbackServerContext* c
   uint64_t request_id = 0;
   absl::StatusOr<std::unique_ptr<ForwardCall>> read =
       ReadForwardRequest(*request, service_->config.num_layers, service_->config.options,
-                         service_->engine->arena(), &request_id);
+                         service_->engine->arena(), &request_id,
+                         &service_->region_access);
   if (!read.ok()) {
     FinishUnary(reactor, "Forward", start, read.status());
     return reactor;

@@ -30,7 +30,11 @@ using GdnServiceBase = GdnV1::WithRawCallbackMethod_Forward<
         GdnV1::WithCallbackMethod_CloseSession<GdnV1::WithCallbackMethod_ForkSession<
             GdnV1::WithCallbackMethod_DescribeSession<GdnV1::WithCallbackMethod_ListSessions<
                 GdnV1::WithCallbackMethod_ExportSession<GdnV1::WithCallbackMethod_ImportSession<
-                    GdnV1::WithCallbackMethod_GetServerInfo<GdnV1::Service>>>>>>>>>>;
+                    GdnV1::WithCallbackMethod_GetServerInfo<
+                        GdnV1::WithCallbackMethod_RegisterRegion<
+                            GdnV1::WithCallbackMethod_UnregisterRegion<
+                                GdnV1::WithCallbackMethod_ListRegions<
+                                    GdnV1::Service>>>>>>>>>>>>>;
 
 class GdnServiceImpl final : public GdnServiceBase {
  public:
@@ -74,6 +78,17 @@ class GdnServiceImpl final : public GdnServiceBase {
       grpc::CallbackServerContext* context,
       const gdn::v1::ServerInfoRequest* request,
       gdn::v1::ServerInfoResponse* response) override;
+
+  // Same-host regions (region_methods.cc).
+  grpc::ServerUnaryReactor* RegisterRegion(grpc::CallbackServerContext* context,
+                                           const gdn::v1::RegisterRegionRequest* request,
+                                           gdn::v1::RegisterRegionResponse* response) override;
+  grpc::ServerUnaryReactor* UnregisterRegion(grpc::CallbackServerContext* context,
+                                             const gdn::v1::UnregisterRegionRequest* request,
+                                             gdn::v1::UnregisterRegionResponse* response) override;
+  grpc::ServerUnaryReactor* ListRegions(grpc::CallbackServerContext* context,
+                                        const gdn::v1::ListRegionsRequest* request,
+                                        gdn::v1::ListRegionsResponse* response) override;
 
  private:
   // Records the request metric and finishes `reactor` with `status`.

@@ -14,6 +14,8 @@
 #include "server/engine/engine.h"
 #include "server/ops/metrics.h"
 #include "server/ops/server_config.h"
+#include "server/regions/region_registry.h"
+#include "server/rpc/forward_request_reader.h"
 #include "server/sessions/session_snapshot_dir.h"
 
 namespace gdn {
@@ -27,6 +29,10 @@ struct ServiceContext {
   // Both set only with --snapshot_dir (server/sessions/session_snapshot_dir.h).
   DrainGate* drain_gate = nullptr;
   SessionSnapshotDir* snapshot_dir = nullptr;
+  // Same-host regions (server/regions/). Every caller is one owner ("")
+  // until clients authenticate; then the owner comes from the call.
+  RegionRegistry* regions = nullptr;
+  RegionAccess region_access;  // {regions, the backend, owner ""}
 
   // Every call that names or creates a session: EnterCall() before handing
   // work to the engine (UNAVAILABLE "draining" once a drain began: the call

@@ -70,6 +70,11 @@ class EngineTest : public ::testing::Test {
   std::shared_ptr<Outcome> Submit(int layer,
                                   const std::vector<std::tuple<std::string, int64_t, int>>& seqs,
                                   float tag) {
+    return SubmitCall(MakeCall(layer, seqs, tag));
+  }
+
+  std::unique_ptr<ForwardCall> MakeCall(
+      int layer, const std::vector<std::tuple<std::string, int64_t, int>>& seqs, float tag) {
     auto call = std::make_unique<ForwardCall>();
     call->layer = layer;
     int32_t rows = 0;
@@ -86,8 +91,14 @@ class EngineTest : public ::testing::Test {
     for (int32_t r = 0; r < rows; ++r) {
       for (int i = 0; i < kHv * kV; ++i) v[r * kHv * kV + i] = tag * 1000 + r;
     }
-    call->inputs = {std::move(*block), layout};
+    call->inputs.block = std::move(*block);
+    call->inputs.layout = layout;
+    call->inputs.PointIntoBlock();
     call->method = "Forward";
+    return call;
+  }
+
+  std::shared_ptr<Outcome> SubmitCall(std::unique_ptr<ForwardCall> call) {
     auto outcome = std::make_shared<Outcome>();
     call->done = [outcome](absl::StatusOr<ForwardResult> r) { outcome->promise.set_value(std::move(r)); };
     engine_->SubmitForward(std::move(call));
@@ -295,6 +306,57 @@ TEST_F(EngineTest, AKernelFailureFailsItsCallsAndChangesNoPosition) {
   EXPECT_EQ(failed.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(std::string(failed.status().message()),
               ::testing::HasSubstr("decode kernel call failed"));
+  absl::StatusOr<ForwardResult> again = Get(Submit(0, {{"a", 0, 1}}, 1));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->positions, std::vector<int64_t>{1});
+}
+
+// Inputs that lie outside the call's block (a client's region) are gathered
+// from there; o goes into the call's output region and not into the
+// result, also when the call shares a batch with an inline one.
+TEST_F(EngineTest, RegionInputsAreGatheredAndOLandsInTheOutputRegion) {
+  ServerConfig config = SmallConfig();
+  config.decode_lanes = 1;
+  Start(config);
+  CreateSessions({"x", "r", "i"});
+  backend_->Hold(0);
+  auto x = Submit(0, {{"x", 0, 1}}, 9);
+  ASSERT_TRUE(backend_->WaitFor([](const std::vector<Op>& log) { return CountKernels(log) == 1; }));
+  // r: v moved out of its block into a "region"; o into another.
+  std::unique_ptr<ForwardCall> r = MakeCall(0, {{"r", 0, 3}}, 4);
+  const InputLayout& layout = r->inputs.layout;
+  std::vector<char> region(3 * layout.v_row), o_region(3 * layout.v_row, 0);
+  std::memcpy(region.data(), r->inputs.block->data + layout.v, region.size());
+  std::memset(r->inputs.block->data + layout.v, 0, region.size());  // only the region has v
+  r->inputs.source[PackedInputs::kV] = region.data();
+  r->o_region = o_region.data();
+  auto from_region = SubmitCall(std::move(r));
+  auto inline_call = Submit(0, {{"i", 0, 2}}, 5);
+  while (engine_->running_calls() < 3) std::this_thread::yield();
+  backend_->Release(0);
+  absl::StatusOr<ForwardResult> got = Get(from_region);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(got->o.empty());
+  EXPECT_EQ(got->positions, std::vector<int64_t>{3});
+  const float* o = reinterpret_cast<const float*>(o_region.data());
+  for (int row = 0; row < 3; ++row) EXPECT_EQ(o[row * kHv * kV], 4000 + row) << row;
+  absl::StatusOr<ForwardResult> other = Get(inline_call);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(RowTags(*other), (std::vector<float>{5000, 5001}));
+  ASSERT_TRUE(Get(x).ok());
+  EXPECT_EQ(Kernels(backend_->Log())[1].tokens, (std::vector<int32_t>{3, 2}));  // one batch
+}
+
+// A call whose before_commit refuses (its region was unregistered) fails
+// after running and changes no position.
+TEST_F(EngineTest, ACallRefusedBeforeCommitChangesNoPosition) {
+  Start(SmallConfig());
+  CreateSessions({"a"});
+  std::unique_ptr<ForwardCall> call = MakeCall(0, {{"a", 0, 2}}, 1);
+  call->before_commit = [] { return absl::FailedPreconditionError("region 'r' was unregistered"); };
+  absl::StatusOr<ForwardResult> refused = Get(SubmitCall(std::move(call)));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CountKernels(backend_->Log()), 1);  // it ran, and was not committed
   absl::StatusOr<ForwardResult> again = Get(Submit(0, {{"a", 0, 1}}, 1));
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->positions, std::vector<int64_t>{1});
