@@ -84,8 +84,11 @@ std::vector<std::pair<const char*, size_t>> RequestFactory::PoolSpans() const {
   return spans;
 }
 
-int64_t RequestFactory::FirstRow(std::mt19937_64& rng) const {
-  return std::uniform_int_distribution<int64_t>(0, pool_rows_ - 1)(rng);
+int64_t RequestFactory::FirstRow(std::mt19937_64& rng, int64_t rows) const {
+  // A window that fits never wraps: each tensor is then one run of its pool
+  // (what a region reference needs: shm_transport.h).
+  const int64_t last = rows <= pool_rows_ ? pool_rows_ - rows : pool_rows_ - 1;
+  return std::uniform_int_distribution<int64_t>(0, last)(rng);
 }
 
 wire::TensorParts RequestFactory::TensorRows(const Pool& pool, int64_t first_row,
@@ -124,7 +127,7 @@ wire::ForwardRequestParts RequestFactory::BuildParts(int32_t layer,
     r.sequences.push_back({s.session_id, s.position, s.num_tokens});
     t += s.num_tokens;
   }
-  const int64_t first = FirstRow(rng);
+  const int64_t first = FirstRow(rng, t);
   const Pools& p = *pools_;
   r.q = TensorRows(p.q, first, t);
   r.k = TensorRows(p.k, first, t);
@@ -170,7 +173,7 @@ v1::ForwardRequest RequestFactory::Build(int32_t layer, const std::vector<Sequen
     spec->set_num_tokens(s.num_tokens);
     t += s.num_tokens;
   }
-  const int64_t first = FirstRow(rng);
+  const int64_t first = FirstRow(rng, t);
   const Pools& p = *pools_;
   FillTensor(p.q, first, t, r.mutable_q());
   FillTensor(p.k, first, t, r.mutable_k());

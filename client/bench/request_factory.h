@@ -2,7 +2,8 @@
 // ~ randn, g = logsigmoid(randn) / 16, beta = sigmoid(randn); fused gating:
 // a, b ~ randn, A in [1, 16]) are encoded once into a pool of rows in the
 // server's activation dtype. A call takes a window of rows of the pool
-// starting at a random row (wrapping around):
+// starting at a random row (wrapping around only when the window is longer
+// than the pool):
 //   BuildParts: in place, the tensors are references into the pool (one run,
 //     or two or more where the window wraps) for wire::EncodeForwardRequest:
 //     no tensor byte is copied (the unary path);
@@ -59,7 +60,8 @@ class RequestFactory {
     Pool q, k, v, gate_x, gate_y;  // gate x / y: g and beta, or a and b
     v1::Tensor a_log, dt_bias;     // fused gating only, [Hv] fp32
   };
-  int64_t FirstRow(std::mt19937_64& rng) const;
+  // A random first row for a window of `rows` rows.
+  int64_t FirstRow(std::mt19937_64& rng, int64_t rows) const;
   // Rows [first_row, first_row + rows) of `pool` (mod pool_rows) by reference.
   wire::TensorParts TensorRows(const Pool& pool, int64_t first_row, int64_t rows) const;
   void FillTensor(const Pool& pool, int64_t first_row, int64_t rows, v1::Tensor* out) const;

@@ -3,13 +3,18 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
+
 #include "kernels/cuda/cuda_check.h"
 
 namespace gdn::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kBlocksPerCheck = 64;  // grid: (kBlocksPerCheck, checks)
+// Grid: (blocks per check, checks); each thread takes ~kPerThread elements
+// of the longest check, so a 2048-token prefill's q spreads over all SMs.
+constexpr int64_t kPerThread = 8;
+constexpr int64_t kMaxBlocksPerCheck = 1024;
 
 __device__ float Load(const void* data, int64_t i, DType dtype) {
   switch (dtype) {
@@ -41,9 +46,13 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 absl::Status LaunchCheckValues(const ValueCheck* checks, unsigned long long* first_bad,
-                               int count, cudaStream_t stream) {
+                               int count, int64_t max_elements, cudaStream_t stream) {
   if (count <= 0) return absl::OkStatus();
-  CheckValuesKernel<<<dim3(kBlocksPerCheck, count), kThreads, 0, stream>>>(checks, first_bad);
+  const int64_t per_block = kThreads * kPerThread;
+  const int64_t blocks =
+      std::min(kMaxBlocksPerCheck, std::max<int64_t>(1, (max_elements + per_block - 1) / per_block));
+  CheckValuesKernel<<<dim3(static_cast<unsigned>(blocks), count), kThreads, 0, stream>>>(
+      checks, first_bad);
   GDN_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }

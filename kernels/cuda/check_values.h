@@ -16,9 +16,10 @@ namespace gdn::cuda {
 
 // `checks` and `first_bad` are device memory, `count` entries each;
 // first_bad[i] must hold checks[i].count (or more) before the launch and
-// ends as the smallest failing index. Asynchronous on `stream`.
+// ends as the smallest failing index. `max_elements`: the largest
+// checks[i].count (sizes the grid). Asynchronous on `stream`.
 absl::Status LaunchCheckValues(const ValueCheck* checks, unsigned long long* first_bad,
-                               int count, cudaStream_t stream);
+                               int count, int64_t max_elements, cudaStream_t stream);
 
 }  // namespace gdn::cuda
 

@@ -5,6 +5,7 @@
 #include <cuda.h>  // types of cuMemGetAddressRange only (reached through the runtime)
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <utility>
@@ -147,7 +148,9 @@ absl::StatusOr<std::vector<int64_t>> CudaBackend::CheckValues(
   CheckScratch& scratch = check_scratch;
   const int n = static_cast<int>(checks.size());
   if (absl::Status s = scratch.Reserve(device_, n); !s.ok()) return s;
+  int64_t max_elements = 0;
   for (int i = 0; i < n; ++i) {
+    max_elements = std::max(max_elements, checks[i].count);
     scratch.host_checks[i] = checks[i];
     scratch.host_bad[i] = static_cast<unsigned long long>(checks[i].count);
   }
@@ -158,7 +161,8 @@ absl::StatusOr<std::vector<int64_t>> CudaBackend::CheckValues(
   GDN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(scratch.device_bad, scratch.host_bad,
                                            n * sizeof(unsigned long long),
                                            cudaMemcpyHostToDevice, stream));
-  if (absl::Status s = LaunchCheckValues(scratch.device_checks, scratch.device_bad, n, stream);
+  if (absl::Status s = LaunchCheckValues(scratch.device_checks, scratch.device_bad, n, max_elements,
+                                          stream);
       !s.ok()) {
     return s;
   }

@@ -41,9 +41,9 @@ done
 SANITIZER=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 say "compute-sanitizer memcheck: gdn-server under inline, shm and cuda_ipc calls"
 sock=/tmp/gdn_san.sock; rm -f $sock
-timeout 150 "$SANITIZER" --tool memcheck --error-exitcode 9 $B/gdn-server --backend=cuda --layers=2 \
+"$SANITIZER" --tool memcheck --error-exitcode 9 $B/gdn-server --backend=cuda --layers=2 \
   --metrics_listen=127.0.0.1:0 --listen=unix:$sock > /tmp/san_server.out 2> /tmp/san_server.err &
-spid=$!
+spid=$!  # compute-sanitizer itself: the server is its child
 for _ in $(seq 600); do grep -q listening /tmp/san_server.out 2>/dev/null && break; sleep 0.1; done
 for tr in unary shm cuda_ipc; do
   for shape in "--sessions=8 --sessions_per_call=8 --prefill_tokens=100 --decode_steps=3" \
@@ -54,7 +54,11 @@ for tr in unary shm cuda_ipc; do
     echo "gdn-bench $tr ($shape): rc $? $(grep -E "errors|failed" /tmp/san_bench_$tr.txt | head -2 | tr '\n' ' ')" | tee -a "$LOG"
   done
 done
-kill -TERM $spid 2>/dev/null; wait $spid; echo "sanitizer rc $?" | tee -a "$LOG"
+# SIGTERM to the server (the sanitizer reports when its child exits).
+pkill -TERM -f "^$B/gdn-server --backend=cuda --layers=2"
+( sleep 60; kill -KILL $spid 2>/dev/null ) & watchdog=$!
+wait $spid; echo "sanitizer rc $? (0: no errors; 9: errors)" | tee -a "$LOG"
+kill $watchdog 2>/dev/null
 grep -E "ERROR SUMMARY|Invalid|out of bounds" /tmp/san_server.out /tmp/san_server.err | head -5 | tee -a "$LOG"
 
 say "bench/regions/run.sh (cuda)"

@@ -471,6 +471,8 @@ void Engine::DropUnstartedCancelled(absl::Time now) {
         FinishCall(it, absl::CancelledError("cancelled by the client"));
       } else if (now >= call.deadline) {
         FinishCall(it, absl::DeadlineExceededError("deadline passed before the call could run"));
+      } else if (call.check_before_start) {
+        if (absl::Status s = call.check_before_start(); !s.ok()) FinishCall(it, std::move(s));
       }
     }
     it = next;
@@ -481,7 +483,6 @@ void Engine::FinishCall(RunningList::iterator it, absl::Status status) {
   std::unique_ptr<RunningCall> running = std::move(*it);
   running_.erase(it);
   ForwardCall& call = *running->call;
-  if (status.ok() && call.before_commit) status = call.before_commit();
   ForwardResult result;
   for (size_t i = 0; i < call.sequences.size(); ++i) {
     const ForwardSequence& seq = call.sequences[i];

@@ -113,6 +113,24 @@ absl::Status Engine::StageAndLaunch(Lane& lane) {
   const InputLayout layout = InputLayout::For(shape, dtype, lane.tokens);
   const size_t o_bytes = static_cast<size_t>(lane.tokens) * layout.v_row;
 
+  // Whether the batch is exactly one whole call (the usual model-runner
+  // call), its sequences in order.
+  const RunningCall* first = lane.entries[0].call;
+  const ForwardCall& first_call = *first->call;
+  const std::shared_ptr<IoBlock>& first_block = first_call.inputs.block;
+  bool whole_call = n == first_call.sequences.size();
+  for (size_t i = 0; whole_call && i < n; ++i) {
+    const BatchEntry& e = lane.entries[i];
+    whole_call = e.call == first && e.seq == static_cast<int>(i) && e.offset == 0 &&
+                 e.tokens == first_call.sequences[i].num_tokens;
+  }
+  // Such a call whose inputs all lie in device memory (CUDA regions) is read
+  // by the kernel where it lies, and one whose o region is device memory
+  // gets o written there by the kernel: no gather, no copy.
+  const bool direct_inputs = whole_call && first_call.inputs.AllOnDevice();
+  const bool direct_o = whole_call && first_call.o_region_on_device &&
+                        reinterpret_cast<uintptr_t>(first_call.o_region) % 16 == 0;
+
   // o comes down into an I/O block that the responses are sent from, unless
   // every call of the batch named an output region.
   bool any_o_to_host = false;
@@ -123,18 +141,11 @@ absl::Status Engine::StageAndLaunch(Lane& lane) {
     lane.o_block = std::move(*o_block);
   }
 
-  // The batch's inputs: one copy of the whole block when the batch is
-  // exactly one call (the usual model-runner call) sent inline, else a
-  // gather of each entry's rows of each tensor from wherever it lies (its
-  // call's block or a region) in pieces of at most kGatherCopyMaxBytes.
-  const RunningCall* first = lane.entries[0].call;
-  const std::shared_ptr<IoBlock>& first_block = first->call->inputs.block;
-  bool whole_call = n == first->call->sequences.size() && first->call->inputs.all_in_block();
-  for (size_t i = 0; whole_call && i < n; ++i) {
-    const BatchEntry& e = lane.entries[i];
-    whole_call = e.call == first && e.seq == static_cast<int>(i) && e.offset == 0 &&
-                 e.tokens == first->call->sequences[i].num_tokens;
-  }
+  // The batch's inputs otherwise: one copy of the whole block when the
+  // batch is one whole call sent inline, else a gather of each entry's rows
+  // of each tensor from wherever it lies (its call's block or a region) in
+  // pieces of at most kGatherCopyMaxBytes.
+  const bool block_call = whole_call && first_call.inputs.all_in_block();
   std::vector<int32_t> cu(n + 1, 0);
   for (size_t i = 0; i < n; ++i) cu[i + 1] = cu[i] + lane.entries[i].tokens;
 
@@ -145,11 +156,11 @@ absl::Status Engine::StageAndLaunch(Lane& lane) {
   const size_t pages_at = (n + 1) * sizeof(int32_t);
   const size_t items_at = AlignUp(pages_at + 2 * n * sizeof(int32_t), 16);
   const size_t meta_at = InputLayout::Align(layout.bytes);  // the one-upload form
-  const bool one_upload = whole_call && meta_at + items_at <= first_block->capacity;
+  const bool one_upload = block_call && meta_at + items_at <= first_block->capacity;
   std::vector<GatherCopy> items;
-  if (whole_call && !one_upload) {
+  if (block_call && !one_upload) {
     items.push_back({first_block->data, 0, layout.bytes});
-  } else if (!whole_call) {
+  } else if (!block_call && !direct_inputs) {
     for (size_t i = 0; i < n; ++i) {
       const BatchEntry& e = lane.entries[i];
       const PackedInputs& in = e.call->call->inputs;
@@ -166,7 +177,7 @@ absl::Status Engine::StageAndLaunch(Lane& lane) {
     }
   }
   const size_t meta_bytes = items_at + items.size() * sizeof(GatherCopy);
-  const size_t input_bytes = one_upload ? meta_at + meta_bytes : layout.bytes;
+  const size_t input_bytes = one_upload ? meta_at + meta_bytes : direct_inputs ? 0 : layout.bytes;
   if (absl::Status s = lane.device_inputs.Reserve(input_bytes); !s.ok()) return s;
   if (!one_upload) {
     for (GrowBuffer* b : {&lane.host_meta, &lane.device_meta}) {
@@ -208,7 +219,7 @@ absl::Status Engine::StageAndLaunch(Lane& lane) {
       if (absl::Status s = stream.WaitFor(*lanes_[other]->stream); !s.ok()) return s;
     }
   }
-  if (!one_upload) {
+  if (!one_upload && !items.empty()) {
     if (absl::Status s = stream.Gather(inputs, items.data(),
                                        reinterpret_cast<const GatherCopy*>(device_meta + items_at),
                                        static_cast<int>(items.size()));
@@ -222,12 +233,15 @@ absl::Status Engine::StageAndLaunch(Lane& lane) {
   p.total_tokens = static_cast<int32_t>(lane.tokens);
   p.cu_seqlens = reinterpret_cast<const int32_t*>(device_meta);
   p.cu_seqlens_host = lane.cu;
-  p.q = inputs + layout.q;
-  p.k = inputs + layout.k;
-  p.v = inputs + layout.v;
-  p.g = reinterpret_cast<const float*>(inputs + layout.g);
-  p.beta = reinterpret_cast<const float*>(inputs + layout.beta);
-  p.o = lane.device_o.data();
+  const PackedInputs& direct = first_call.inputs;
+  p.q = direct_inputs ? direct.source[PackedInputs::kQ] : inputs + layout.q;
+  p.k = direct_inputs ? direct.source[PackedInputs::kK] : inputs + layout.k;
+  p.v = direct_inputs ? direct.source[PackedInputs::kV] : inputs + layout.v;
+  p.g = reinterpret_cast<const float*>(direct_inputs ? direct.source[PackedInputs::kG]
+                                                     : inputs + layout.g);
+  p.beta = reinterpret_cast<const float*>(direct_inputs ? direct.source[PackedInputs::kBeta]
+                                                        : inputs + layout.beta);
+  p.o = direct_o ? first_call.o_region : lane.device_o.data();
   p.initial_pages = reinterpret_cast<const int32_t*>(device_meta + pages_at);
   p.final_pages = p.initial_pages + n;
   p.pool = cache_->pool();
@@ -237,9 +251,11 @@ absl::Status Engine::StageAndLaunch(Lane& lane) {
   if (lane.o_block != nullptr) {
     if (absl::Status s = stream.CopyToHost(lane.o_block->data, p.o, o_bytes); !s.ok()) return s;
   }
-  if (absl::Status s = CopyOToRegions(lane, static_cast<const char*>(p.o), layout.v_row);
-      !s.ok()) {
-    return s;
+  if (!direct_o) {
+    if (absl::Status s = CopyOToRegions(lane, static_cast<const char*>(p.o), layout.v_row);
+        !s.ok()) {
+      return s;
+    }
   }
   if (absl::Status s = stream.Record(); !s.ok()) return s;
   for (const BatchEntry& e : lane.entries) slots_[e.call->slots[e.seq]].lane = lane.index;

@@ -6,6 +6,7 @@
 #ifndef GDN_SERVER_ENGINE_FORWARD_CALL_H_
 #define GDN_SERVER_ENGINE_FORWARD_CALL_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -40,6 +41,8 @@ struct PackedInputs {
   std::shared_ptr<IoBlock> block;  // null when every tensor is in a region
   InputLayout layout;
   const char* source[kCount] = {};
+  // Which sources are device memory (CUDA regions), not host memory.
+  bool on_device[kCount] = {};
 
   // Sources at their places in `block` (the inline case).
   void PointIntoBlock() {
@@ -52,6 +55,14 @@ struct PackedInputs {
     const size_t at[kCount] = {layout.q, layout.k, layout.v, layout.g, layout.beta};
     for (int i = 0; i < kCount; ++i) {
       if (source[i] != block->data + at[i]) return false;
+    }
+    return true;
+  }
+  // Every tensor in device memory, 16-byte aligned: kernels may read the
+  // sources where they lie.
+  bool AllOnDevice() const {
+    for (int i = 0; i < kCount; ++i) {
+      if (!on_device[i] || reinterpret_cast<uintptr_t>(source[i]) % 16 != 0) return false;
     }
     return true;
   }
@@ -78,10 +89,14 @@ struct ForwardCall {
   // the backend can write) before the call completes, instead of coming
   // back in ForwardResult::o.
   char* o_region = nullptr;
-  // When set, runs on the engine thread right before the call's states are
-  // committed; an error fails the call instead (its leases are aborted, no
-  // state changes). Holds what the call's region memory needs held.
-  std::function<absl::Status()> before_commit;
+  bool o_region_on_device = false;  // a CUDA region (kernels may write it)
+  // When set, runs on the engine thread before any batch of the call is
+  // launched (each time the engine looks at it); an error fails the call
+  // without running it (its leases are aborted: no state changes). Once a
+  // batch is launched the call runs to the end: what it names stays held.
+  // (Not at commit: a state page may be written in place, so a call that
+  // ran cannot be undone.) It also holds the call's region memory.
+  std::function<absl::Status()> check_before_start;
 
   absl::Time deadline = absl::InfiniteFuture();
   // Safe from the engine thread: whether the client has gone away.

@@ -6,8 +6,9 @@
 // Lifetime: the registry holds a Region while it is registered; every call
 // that uses it holds it too (RegionHold), so unregistering never unmaps
 // memory a batch may still read or write - the last holder does. A region
-// unregistered while calls hold it is `revoked`: those calls fail before
-// they commit (FAILED_PRECONDITION, states unchanged).
+// unregistered while calls hold it is `revoked`: those that have not
+// started fail without running (FAILED_PRECONDITION, states unchanged);
+// one already on the device completes, its memory still mapped.
 #ifndef GDN_SERVER_REGIONS_REGION_H_
 #define GDN_SERVER_REGIONS_REGION_H_
 

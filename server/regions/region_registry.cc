@@ -99,7 +99,7 @@ absl::Status RegionRegistry::Unregister(const std::string& owner, const std::str
     region = std::move(it->second);
     regions_.erase(it);
   }
-  region->revoked = true;  // calls holding it fail before they commit
+  region->revoked = true;  // calls holding it that have not started fail
   return absl::OkStatus();
 }
 

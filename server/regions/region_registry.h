@@ -42,8 +42,8 @@ class RegionRegistry {
   // for a bad name, kind, size or handle; NotFound for a missing shm
   // object; FailedPrecondition for CUDA on a backend without CUDA.
   absl::Status Register(const std::string& owner, const gdn::v1::RegisterRegionRequest& request);
-  // NotFound when the owner has no such region. Calls still holding it fail
-  // before they commit.
+  // NotFound when the owner has no such region. Calls holding it that have
+  // not started fail without running.
   absl::Status Unregister(const std::string& owner, const std::string& name);
   std::vector<gdn::v1::RegionInfo> List(const std::string& owner) const;
 

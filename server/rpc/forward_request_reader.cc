@@ -282,6 +282,7 @@ absl::StatusOr<std::unique_ptr<ForwardCall>> ReadForwardRequest(
         return st;
       }
     } else {
+      packed.on_device[i] = true;
       ValueCheck c;
       c.data = ref->device;
       c.count = t.ref.byte_size / static_cast<int64_t>(DTypeSize(input_dtypes[i]));
@@ -341,11 +342,13 @@ absl::StatusOr<std::unique_ptr<ForwardCall>> ReadForwardRequest(
     }
   }
   char* o_region = nullptr;
+  bool o_region_on_device = false;
   if (r.has_o_region) {
     absl::StatusOr<ResolvedRef> ref =
         resolve(r.o_region, static_cast<int64_t>(T * layout.v_row), "o_region", act);
     if (!ref.ok()) return ref.status();
     o_region = ref->device;
+    o_region_on_device = ref->host == nullptr;
   }
 
   auto call = std::make_unique<ForwardCall>();
@@ -354,11 +357,12 @@ absl::StatusOr<std::unique_ptr<ForwardCall>> ReadForwardRequest(
   call->total_tokens = static_cast<int32_t>(T);
   call->inputs = std::move(packed);
   call->o_region = o_region;
+  call->o_region_on_device = o_region_on_device;
   if (!hold->empty()) {
-    call->before_commit = [hold = std::move(hold)]() -> absl::Status {
+    call->check_before_start = [hold = std::move(hold)]() -> absl::Status {
       if (const Region* r = hold->FirstRevoked()) {
         return absl::FailedPreconditionError(absl::StrCat(
-            "region '", r->name, "' was unregistered while the call was in flight; the call "
+            "region '", r->name, "' was unregistered before the call could run; the call "
             "was not applied"));
       }
       return absl::OkStatus();

@@ -347,16 +347,48 @@ TEST_F(EngineTest, RegionInputsAreGatheredAndOLandsInTheOutputRegion) {
   EXPECT_EQ(Kernels(backend_->Log())[1].tokens, (std::vector<int32_t>{3, 2}));  // one batch
 }
 
-// A call whose before_commit refuses (its region was unregistered) fails
-// after running and changes no position.
-TEST_F(EngineTest, ACallRefusedBeforeCommitChangesNoPosition) {
+// A whole call whose inputs and o region are all device memory (CUDA
+// regions) is read and written by the kernel in place: no gather, no copy
+// of o (the recording backend's "device" is host memory).
+TEST_F(EngineTest, DeviceRegionsAreReadAndWrittenByTheKernelInPlace) {
+  Start(SmallConfig());
+  CreateSessions({"r"});
+  std::unique_ptr<ForwardCall> r = MakeCall(0, {{"r", 0, 3}}, 6);
+  const InputLayout& layout = r->inputs.layout;
+  std::vector<char> region(layout.bytes + 256), o_region(3 * layout.v_row + 16, 0);
+  char* base = region.data() + (16 - reinterpret_cast<uintptr_t>(region.data()) % 16) % 16;
+  std::memcpy(base, r->inputs.block->data, layout.bytes);
+  const size_t at[PackedInputs::kCount] = {layout.q, layout.k, layout.v, layout.g, layout.beta};
+  for (int i = 0; i < PackedInputs::kCount; ++i) {
+    r->inputs.source[i] = base + at[i];
+    r->inputs.on_device[i] = true;
+  }
+  r->inputs.block.reset();
+  char* o = o_region.data() + (16 - reinterpret_cast<uintptr_t>(o_region.data()) % 16) % 16;
+  r->o_region = o;
+  r->o_region_on_device = true;
+  absl::StatusOr<ForwardResult> got = Get(SubmitCall(std::move(r)));
+  ASSERT_TRUE(got.ok()) << got.status();
+  const float* rows = reinterpret_cast<const float*>(o);
+  for (int row = 0; row < 3; ++row) EXPECT_EQ(rows[row * kHv * kV], 6000 + row) << row;
+  for (const Op& op : backend_->Log()) {
+    EXPECT_NE(op.kind, Op::kGather);    // neither inputs nor o were copied
+    EXPECT_NE(op.kind, Op::kDownload);
+  }
+}
+
+// A call whose check_before_start refuses (its region was unregistered)
+// fails without running anything and changes no position.
+TEST_F(EngineTest, ACallRefusedBeforeItStartsRunsNothing) {
   Start(SmallConfig());
   CreateSessions({"a"});
   std::unique_ptr<ForwardCall> call = MakeCall(0, {{"a", 0, 2}}, 1);
-  call->before_commit = [] { return absl::FailedPreconditionError("region 'r' was unregistered"); };
+  call->check_before_start = [] {
+    return absl::FailedPreconditionError("region 'r' was unregistered");
+  };
   absl::StatusOr<ForwardResult> refused = Get(SubmitCall(std::move(call)));
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(CountKernels(backend_->Log()), 1);  // it ran, and was not committed
+  EXPECT_EQ(CountKernels(backend_->Log()), 0);
   absl::StatusOr<ForwardResult> again = Get(Submit(0, {{"a", 0, 1}}, 1));
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->positions, std::vector<int64_t>{1});

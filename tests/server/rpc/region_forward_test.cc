@@ -243,6 +243,7 @@ TEST_F(RegionForwardTest, BadReferencesAreRefusedAndChangeNothing) {
 TEST_F(RegionForwardTest, UnregisteringARegionInUseFailsTheCallAndChangesNothing) {
   SCOPED_TRACE(::testing::Message() << "seed " << seed_);
   const std::string s = harness_->CreateSession("held");
+  const std::string twin = harness_->CreateSession("twin");  // the same history, no region call
   // Position 2 waits in the engine for positions 0..1, holding the region.
   gdn::v1::ForwardRequest later = Inline(s, 2, 1);
   MoveToRegion(&later, {"q", "k", "v", "g", "beta"});
@@ -258,20 +259,26 @@ TEST_F(RegionForwardTest, UnregisteringARegionInUseFailsTheCallAndChangesNothing
   ASSERT_TRUE(Unregister("in").ok());
   EXPECT_EQ(List().regions_size(), 0);
   EXPECT_EQ(Unregister("in").error_code(), grpc::StatusCode::NOT_FOUND);
-  gdn::v1::ForwardResponse first;
-  ASSERT_TRUE(harness_->Forward(Inline(s, 0, 2), &first).ok());  // fills the gap
+  gdn::v1::ForwardRequest first = Inline(s, 0, 2);  // fills the gap
+  gdn::v1::ForwardResponse response;
+  ASSERT_TRUE(harness_->Forward(first, &response).ok());
+  first.mutable_sequences(0)->set_session_id(twin);
+  ASSERT_TRUE(harness_->Forward(first, &response).ok());
   const grpc::Status status = done.get_future().get();
   waiter.join();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(status.error_message(), HasSubstr("region 'in' was unregistered"));
   EXPECT_EQ(PositionOf(s), 2);  // the first call only
-  // The server goes on: the same name registers again and works.
-  ASSERT_TRUE(Register("in", 0, kRegionBytes).ok());
-  gdn::v1::ForwardRequest again = Inline(s, 2, 1);
-  MoveToRegion(&again, {"q"});
-  gdn::v1::ForwardResponse response;
-  EXPECT_TRUE(harness_->Forward(again, &response).ok());
-  EXPECT_EQ(PositionOf(s), 3);
+  // The state too: the next call gives what it gives on the twin.
+  ASSERT_TRUE(Register("in", 0, kRegionBytes).ok());  // the name is free again
+  gdn::v1::ForwardRequest next = Inline(s, 2, 3);
+  MoveToRegion(&next, {"q"});
+  gdn::v1::ForwardResponse on_s, on_twin;
+  ASSERT_TRUE(harness_->Forward(next, &on_s).ok());
+  next.mutable_sequences(0)->set_session_id(twin);
+  ASSERT_TRUE(harness_->Forward(next, &on_twin).ok());
+  EXPECT_EQ(on_s.o().data(), on_twin.o().data());
+  EXPECT_EQ(PositionOf(s), 5);
 }
 
 TEST_F(RegionForwardTest, RegionMethodsRefuseBadInput) {
