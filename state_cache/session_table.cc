@@ -1,5 +1,7 @@
 #include "state_cache/session_table.h"
 
+#include <algorithm>
+
 #include "state_cache/invariant.h"
 
 namespace gdn {
@@ -16,7 +18,7 @@ const SessionRecord* SessionTable::Find(const std::string& id) const {
 
 SessionRecord* SessionTable::Insert(const std::string& id, int num_layers,
                                     absl::Time now) {
-  auto [it, inserted] = sessions_.emplace(id, SessionRecord{});
+  auto [it, inserted] = sessions_.try_emplace(id);
   GDN_CACHE_INVARIANT(inserted);
   SessionRecord& session = it->second;
   session.id = id;
@@ -28,21 +30,32 @@ SessionRecord* SessionTable::Insert(const std::string& id, int num_layers,
 void SessionTable::Erase(const std::string& id) {
   auto it = sessions_.find(id);
   GDN_CACHE_INVARIANT(it != sessions_.end());
-  by_recency_.erase(it->second.recency);
+  Unlink(&it->second);
   sessions_.erase(it);
 }
 
+void SessionTable::Unlink(SessionRecord* session) {
+  if (session->recency == 0) return;  // not in the list yet
+  (session->older != nullptr ? session->older->newer : oldest_) = session->newer;
+  (session->newer != nullptr ? session->newer->older : newest_) = session->older;
+  session->older = session->newer = nullptr;
+}
+
 void SessionTable::Touch(SessionRecord* session, absl::Time now) {
-  if (session->recency != 0) by_recency_.erase(session->recency);
-  session->recency = next_recency_++;
   session->last_access = now;
-  by_recency_.emplace(session->recency, &session->id);
+  if (session != newest_) {
+    Unlink(session);
+    session->older = newest_;
+    (newest_ != nullptr ? newest_->newer : oldest_) = session;
+    newest_ = session;
+  }
+  session->recency = next_recency_++;
 }
 
 std::vector<std::string> SessionTable::OldestFirst() const {
   std::vector<std::string> ids;
-  ids.reserve(by_recency_.size());
-  for (const auto& [recency, id] : by_recency_) ids.push_back(*id);
+  ids.reserve(sessions_.size());
+  for (const SessionRecord* s = oldest_; s != nullptr; s = s->newer) ids.push_back(s->id);
   return ids;
 }
 
@@ -50,6 +63,7 @@ std::vector<std::string> SessionTable::Ids() const {
   std::vector<std::string> ids;
   ids.reserve(sessions_.size());
   for (const auto& [id, session] : sessions_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
   return ids;
 }
 

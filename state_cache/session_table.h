@@ -8,10 +8,10 @@
 #define GDN_STATE_CACHE_SESSION_TABLE_H_
 
 #include <cstdint>
-#include <map>
 #include <string>
 #include <vector>
 
+#include "absl/container/node_hash_map.h"
 #include "absl/time/time.h"
 #include "kernels/gdn_params.h"
 #include "state_cache/tiered_page_store.h"
@@ -34,6 +34,9 @@ struct SessionRecord {
   absl::Time last_access;
   uint64_t recency = 0;         // larger = more recently used
   int32_t leases_in_flight = 0;
+  // The recency list (SessionTable): neighbours, older and newer.
+  SessionRecord* older = nullptr;
+  SessionRecord* newer = nullptr;
 };
 
 class SessionTable {
@@ -52,16 +55,21 @@ class SessionTable {
   std::vector<std::string> OldestFirst() const;
   // Ids sorted.
   std::vector<std::string> Ids() const;
-  const std::map<std::string, SessionRecord>& sessions() const {
+  // Every session, in no particular order.
+  const absl::node_hash_map<std::string, SessionRecord>& sessions() const {
     return sessions_;
   }
   int64_t size() const { return static_cast<int64_t>(sessions_.size()); }
 
  private:
-  std::map<std::string, SessionRecord> sessions_;
-  // recency -> the session's id (in its record: map nodes never move), so a
-  // touch on every write copies no string.
-  std::map<uint64_t, const std::string*> by_recency_;
+  void Unlink(SessionRecord* session);
+
+  // Hashed by id (a Forward call looks up every sequence's session); nodes
+  // never move, so the records can form the recency list themselves: a
+  // touch on every write moves two pointers and allocates nothing.
+  absl::node_hash_map<std::string, SessionRecord> sessions_;
+  SessionRecord* oldest_ = nullptr;
+  SessionRecord* newest_ = nullptr;
   uint64_t next_recency_ = 1;
 };
 

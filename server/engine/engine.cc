@@ -7,6 +7,7 @@
 #include <iostream>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "server/engine/admission.h"
 #include "server/engine/engine_internal.h"
@@ -319,11 +320,18 @@ absl::Time Engine::NextWake(absl::Time now) const {
 
 void Engine::RunCommands() {
   const size_t count = commands_.size();
+  if (count == 0) return;
+  // Sessions with a running call (commands wait for them): looked up only
+  // when a command waits, so a Forward call pays nothing per sequence.
+  absl::flat_hash_set<absl::string_view> busy_sessions;
+  for (const auto& running : running_) {
+    for (const ForwardSequence& seq : running->call->sequences) busy_sessions.insert(seq.session);
+  }
   for (size_t i = 0; i < count; ++i) {
     std::pair<std::string, SessionCommand> command = std::move(commands_.front());
     commands_.pop_front();
     const std::string& session = command.first;
-    if (!session.empty() && busy_sessions_.contains(session)) {
+    if (!session.empty() && busy_sessions.contains(session)) {
       commands_.push_back(std::move(command));  // after its running calls
       continue;
     }
@@ -335,7 +343,7 @@ void Engine::RunCommands() {
       }
     }
   }
-  if (count > 0) MaybeRefreshGauges(absl::Now(), /*force=*/true);
+  MaybeRefreshGauges(absl::Now(), /*force=*/true);
 }
 
 void Engine::ExpireIdleSessions(absl::Time now) {
@@ -435,7 +443,6 @@ void Engine::AdmitWaiting(absl::Time now) {
     for (const ForwardSequence& seq : running->call->sequences) {
       running->slots.push_back(
           slots_.Assign(StateKey(seq.session, running->call->layer), running.get()));
-      ++busy_sessions_[seq.session];
     }
     running_.push_back(std::move(running));
   }
@@ -494,8 +501,6 @@ void Engine::FinishCall(RunningList::iterator it, absl::Status status) {
       cache_->Abort(running->leases[i]);
     }
     slots_.Release(running->slots[i]);
-    auto busy = busy_sessions_.find(seq.session);
-    if (busy != busy_sessions_.end() && --busy->second == 0) busy_sessions_.erase(busy);
   }
   if (!status.ok()) {
     Deliver(std::move(running->call), std::move(status));

@@ -206,7 +206,6 @@ class Engine {
   std::deque<std::unique_ptr<ForwardCall>> waiting_;  // arrival order
   RunningList running_;                               // admission order
   SlotTable<RunningCall> slots_;
-  absl::flat_hash_map<std::string, int> busy_sessions_;  // running calls
   std::deque<std::pair<std::string, SessionCommand>> commands_;
   absl::flat_hash_map<std::string, int> sessions_with_commands_;
   absl::Time next_expiry_check_ = absl::InfinitePast();

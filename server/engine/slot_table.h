@@ -14,11 +14,15 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
 
 namespace gdn {
 
 // (session, layer): the unit of state and of ordering.
-using StateKey = std::pair<std::string, int32_t>;
+// (session, layer). The view points at the session id of the call that
+// holds the slot (its ForwardSequence), alive while the slot is assigned:
+// no string is copied per sequence.
+using StateKey = std::pair<absl::string_view, int32_t>;
 
 template <typename Owner>
 class SlotTable {
@@ -45,7 +49,7 @@ class SlotTable {
       slots_.emplace_back();
     }
     slots_[id] = Slot{key, owner, -1};
-    by_key_.emplace(std::move(key), id);
+    by_key_.emplace(key, id);
     return id;
   }
   void Release(int32_t id) {
