@@ -95,8 +95,13 @@ for s in shapes:
     region = [f[a][0] for a in ("shm", "cuda_ipc") if a in f and f[a] is not None]
     ratio = "%.2f" % (min(region) / f["unix"][0]) if region and f.get("unix") else "-"
     rows.append(f"| {s} | " + " | ".join(cells) + f" | {ratio} |")
-commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-meta = f"backend {backend}, 4 layers, date {datetime.datetime.utcnow().isoformat()}Z, commit {commit or '(see .bundle/COMMIT)'}"
+# The binaries' commit: .bundle/COMMIT on the device (the tree's git there
+# may be older than what was built), else this tree's HEAD.
+try:
+    commit = open(".bundle/COMMIT").readline().split()[1]
+except (OSError, IndexError):
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+meta = f"backend {backend}, 4 layers, date {datetime.datetime.utcnow().isoformat()}Z, commit {commit}"
 text = "# Same-host tensors: one Forward call, inline vs regions\n\n" + meta + "\n\n" + "\n".join(rows) + "\n"
 open(os.path.join(out, "results.md"), "w").write(text)
 print(text)

@@ -7,8 +7,8 @@
 #  3. bench/regions/run.sh: one Forward call inline (TCP, Unix socket) vs
 #     shm vs cuda_ipc regions, decode 1 / 32 / 256 x 1, prefill 1 x 2048 and
 #     1 x 4096, 4 layers;
-#  4. (PY=1, with .whl) the Python client's CUDA-region check from a second
-#     process (client/python/tests/cuda_region_check.py).
+# The Python client's CUDA-region check from a second process runs in
+# python_visit.sh (client/python/tests/cuda_region_check.py).
 # Needs .bundle from:
 #   BUILD=build bash scripts/device/bundle.sh gdn-server gdn-bench cuda_stream_test \
 #     server_cuda_test cuda_backend_test cuda_regions_test
@@ -26,6 +26,10 @@ if [ -f .bundle/pack.tar.xz ]; then
   mkdir -p "$BUNDLE"
   python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
     .bundle/pack.tar.xz "$BUNDLE"
+  # Scripts run after this one (python_visit.sh) look in .bundle/bin.
+  rm -rf .bundle/bin .bundle/lib
+  ln -s "$BUNDLE/bin" .bundle/bin
+  ln -s "$BUNDLE/lib" .bundle/lib
 fi
 export LD_LIBRARY_PATH=$BUNDLE/lib:$BUNDLE/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 B=$BUNDLE/bin
@@ -69,17 +73,4 @@ grep "failed" /tmp/regions.log | head -5 | tee -a "$LOG"
 cp /tmp/regions/results.md "$OUT/regions.md" 2>/dev/null && cat "$OUT/regions.md" | tee -a "$LOG"
 tar -czf "$OUT/regions.tar.gz" -C /tmp regions regions.log 2>/dev/null
 
-if [ "${PY:-0}" = 1 ] && [ -f client/python/tests/cuda_region_check.py ]; then
-  say "python: CUDA region check from a second process"
-  PYDIR=/tmp/gdn_py; rm -rf $PYDIR; mkdir -p $PYDIR
-  for w in .whl/*.whl; do python3 -m zipfile -e "$w" $PYDIR; done
-  $B/gdn-server --backend=cuda --layers=2 --listen=unix:/tmp/gdn_py.sock --metrics_listen=127.0.0.1:0 \
-    > /tmp/py_server.out 2>&1 &
-  ppid=$!
-  for _ in $(seq 300); do grep -q listening /tmp/py_server.out 2>/dev/null && break; sleep 0.1; done
-  PYTHONPATH=$PYDIR timeout 120 python3 client/python/tests/cuda_region_check.py \
-    --server unix:/tmp/gdn_py.sock > "$OUT/cuda_region_check.json" 2> /tmp/py_check.err
-  echo "rc $?" | tee -a "$LOG"; tail -5 /tmp/py_check.err | tee -a "$LOG"; cat "$OUT/cuda_region_check.json" | head -30 | tee -a "$LOG"
-  kill -TERM $ppid 2>/dev/null; wait $ppid 2>/dev/null
-fi
 say "done"

@@ -97,8 +97,9 @@ def _generate(model, ids, steps):
     return out.sequences, torch.stack(out.logits)
 
 
-def compare(client, device="cpu"):
-    """Runs every comparison; returns a dict of results (errors, pass flags, sizes)."""
+def compare(client, device="cpu", regions="off"):
+    """Runs every comparison; returns a dict of results (errors, pass flags, sizes).
+    regions: use_remote_gdn's (CUDA staging buffers with "cuda"; cuda_region_check.py)."""
     import torch
     import transformers
     from gdn_serve.transformers import use_remote_gdn
@@ -111,7 +112,7 @@ def compare(client, device="cpu"):
     with torch.no_grad():
         native_nocache = model(ids, use_cache=False).logits
 
-    handle = use_remote_gdn(model, client)
+    handle = use_remote_gdn(model, client, regions=regions)
     try:
         remote_logits = _replay(model, ids, tokens)
         remote_seq, remote_gen_logits = _generate(model, ids, DECODE_STEPS)
@@ -119,6 +120,7 @@ def compare(client, device="cpu"):
             remote_nocache = model(ids, use_cache=False).logits
             single = model(ids[:1], use_cache=False).logits  # a new prompt of another batch size
         sessions_seen = handle.prompt
+        staged = any(s is not None for s in handle._staging.values())
     finally:
         handle.close()
     with torch.no_grad():
@@ -142,6 +144,7 @@ def compare(client, device="cpu"):
         "no_cache_rel_error": _rel(remote_nocache, native_nocache),
         "batch1_rel_error": _rel(single, native_nocache[:1]),
         "prompts_started": sessions_seen,
+        "regions": regions, "cuda_staging_used": staged,
         "restored_bitwise": bool(torch.equal(restored, native_nocache)),
     }
     errors = [prefill_error, max(decode_errors), generate_error, results["no_cache_rel_error"],

@@ -19,12 +19,12 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import grpc
 
-from . import wire
 from ._proto import gdn_pb2
 from .channel import bind_methods, make_aio_channel
 from .client_core import ClientCore
 from .errors import FailedPrecondition, GdnError, from_rpc_error
 from .forward_call import SequenceTokens
+from .regions import Region
 from .retry import call_with_retry_async
 from .routing import new_session_id, routing_key
 from .session import _tokens_of, positions_from_description
@@ -142,36 +142,88 @@ class Client(ClientCore):
 
         return await call_with_retry_async(self.retry, attempt_once)
 
+    # --- regions: as gdn_serve.Client's ---------------------------------------
+    async def register_region(self, name: str, kind: str, *, key: str = "",
+                              cuda_ipc_handle: bytes = b"", device_id: int = 0, offset: int = 0,
+                              byte_size: int = 0, timeout: Optional[float] = None) -> Region:
+        request = self._region_request(name, kind, key=key, cuda_ipc_handle=cuda_ipc_handle,
+                                       device_id=device_id, offset=offset, byte_size=byte_size)
+        await self._register(request, timeout)
+        return self._remember_region(Region(name, kind, byte_size, key=key, device_id=device_id,
+                                            offset=offset))
+
+    async def register_shm_region(self, name: str, key: str, byte_size: int, offset: int = 0, *,
+                                  buffer=None, timeout: Optional[float] = None) -> Region:
+        region = self._shm_region(name, key, byte_size, offset, buffer)
+        await self._register(self._region_request(name, "system", key=key, offset=offset,
+                                                  byte_size=byte_size), timeout)
+        return self._remember_region(region)
+
+    async def register_cuda_region(self, tensor_or_storage, name: Optional[str] = None,
+                                   timeout: Optional[float] = None) -> Region:
+        region, request = self._cuda_region(tensor_or_storage, name)
+        await self._register(request, timeout)
+        return self._remember_region(region)
+
+    async def _register(self, request, timeout: Optional[float] = None) -> None:
+        await self._unary("RegisterRegion", request, timeout=timeout,
+                          on_error=lambda e, attempt: gdn_pb2.RegisterRegionResponse()
+                          if self._registered_anyway(e, attempt) else None)
+
+    async def unregister_region(self, name: str, timeout: Optional[float] = None) -> None:
+        try:
+            await self._unary("UnregisterRegion", gdn_pb2.UnregisterRegionRequest(name=name),
+                              timeout=timeout,
+                              on_error=lambda e, attempt: gdn_pb2.UnregisterRegionResponse()
+                              if self._closed_anyway(e, attempt) else None)
+        finally:
+            self._forget_region(name)
+
+    async def list_regions(self, timeout: Optional[float] = None) -> List[gdn_pb2.RegionInfo]:
+        return list((await self._unary("ListRegions", gdn_pb2.ListRegionsRequest(),
+                                       timeout=timeout)).regions)
+
     async def forward(self, layer: int, sequences: Sequence[SequenceTokens], q, k, v, g=None,
-                      beta=None, *, a=None, b=None, a_log=None, dt_bias=None,
+                      beta=None, *, a=None, b=None, a_log=None, dt_bias=None, out=None,
                       timeout: Optional[float] = None):
-        """As gdn_serve.Client.forward: o [T, Hv, V] like v."""
+        """As gdn_serve.Client.forward: o [T, Hv, V] like v (or `out`)."""
         return (await self.forward_with_positions(layer, sequences, q, k, v, g, beta, a=a, b=b,
-                                                  a_log=a_log, dt_bias=dt_bias,
+                                                  a_log=a_log, dt_bias=dt_bias, out=out,
                                                   timeout=timeout))[0]
 
     async def forward_with_positions(self, layer: int, sequences: Sequence[SequenceTokens], q, k,
                                      v, g=None, beta=None, *, a=None, b=None, a_log=None,
-                                     dt_bias=None, timeout: Optional[float] = None):
+                                     dt_bias=None, out=None, timeout: Optional[float] = None):
         if self._layout is None:
             await self.cached_info()
         prepared = self._prepare_forward(
             layer, sequences,
             {"q": q, "k": k, "v": v, "g": g, "beta": beta, "a": a, "b": b, "a_log": a_log,
-             "dt_bias": dt_bias})
+             "dt_bias": dt_bias}, out=out)
+        if prepared.cuda_devices:  # the client's writes are complete before the call
+            self._region_table.sync_cuda(prepared.cuda_devices)
         call = self._calls["Forward"]
-        metadata = self._md(prepared.sequences[0][0])
-        deadline = self._timeout(timeout)
-        responses = []
+        metadata = self._md(sequences[0][0])
+        deadline = self.timeout if timeout is None else timeout
+        count = len(prepared.parts)
         for index, part in enumerate(prepared.parts):
             payload = prepared.payload(part)
             try:
-                raw = await call_with_retry_async(self.retry, lambda attempt: call(
-                    payload, timeout=deadline, metadata=metadata))
-            except GdnError as e:
-                raise self._split_error(e, index, len(prepared.parts)) from None
-            responses.append((raw, wire.parse_forward_response(raw)))
-        return prepared.finish(responses)
+                raw = await call(payload, timeout=deadline, metadata=metadata)
+                failed = None
+            except grpc.RpcError as e:
+                failed = e
+            if failed is not None:  # retried (UNAVAILABLE) or raised as its GdnError
+                try:
+                    raw = await call_with_retry_async(self.retry, lambda attempt: call(
+                        payload, timeout=deadline, metadata=metadata), failed)
+                except GdnError as e:
+                    raise self._split_error(e, index, count) from None
+            if count == 1:
+                prepared.take_whole(raw)
+            else:
+                prepared.merge(index, raw, prepared.check(index, raw))
+        return prepared.result()
 
     async def session(self, session_id: Optional[str] = None, *, create: bool = True) -> "Session":
         """As gdn_serve.Client.session, returning a gdn_serve.aio.Session."""
@@ -209,13 +261,13 @@ class Session:
         return self.positions[layer]
 
     async def forward(self, layer: int, q, k, v, g=None, beta=None, *, a=None, b=None,
-                      a_log=None, dt_bias=None, timeout: Optional[float] = None):
-        n = _tokens_of(q)
+                      a_log=None, dt_bias=None, out=None, timeout: Optional[float] = None):
+        n = _tokens_of(q, k, v)
         position = self.positions[layer]
         self.positions[layer] = position + n  # reserved: later calls queue behind this one
         try:
             return await self.client.forward(layer, [(self.id, position, n)], q, k, v, g, beta,
-                                             a=a, b=b, a_log=a_log, dt_bias=dt_bias,
+                                             a=a, b=b, a_log=a_log, dt_bias=dt_bias, out=out,
                                              timeout=timeout)
         except FailedPrecondition as e:
             if e.expected_position is not None:

@@ -29,6 +29,11 @@ METHODS = {
     "ExportSession": ("unary_stream", gdn_pb2.ExportSessionRequest, gdn_pb2.SessionChunk),
     "ImportSession": ("stream_unary", gdn_pb2.SessionChunk, gdn_pb2.ImportSessionResponse),
     "GetServerInfo": ("unary_unary", gdn_pb2.ServerInfoRequest, gdn_pb2.ServerInfoResponse),
+    "RegisterRegion": ("unary_unary", gdn_pb2.RegisterRegionRequest,
+                       gdn_pb2.RegisterRegionResponse),
+    "UnregisterRegion": ("unary_unary", gdn_pb2.UnregisterRegionRequest,
+                         gdn_pb2.UnregisterRegionResponse),
+    "ListRegions": ("unary_unary", gdn_pb2.ListRegionsRequest, gdn_pb2.ListRegionsResponse),
 }
 
 Metadata = Tuple[Tuple[str, str], ...]

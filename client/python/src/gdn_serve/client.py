@@ -13,12 +13,12 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import grpc
 
-from . import wire
 from ._proto import gdn_pb2
 from .channel import bind_methods, make_channel
 from .client_core import ClientCore
 from .errors import GdnError, from_rpc_error
-from .forward_call import SequenceTokens
+from .forward_call import PreparedForward, SequenceTokens
+from .regions import Region
 from .retry import call_with_retry
 from .routing import new_session_id
 
@@ -153,42 +153,139 @@ class Client(ClientCore):
 
         return call_with_retry(self.retry, attempt_once)
 
+    # --- regions (same-host tensors; README "Same-host tensors") -----------
+    def register_region(self, name: str, kind: str, *, key: str = "",
+                        cuda_ipc_handle: bytes = b"", device_id: int = 0, offset: int = 0,
+                        byte_size: int = 0, timeout: Optional[float] = None) -> Region:
+        """RegisterRegion as the proto has it (kind "system" or "cuda"). The
+        Region has no local address: only explicit wire.RegionRef arguments
+        name it (register_shm_region / register_cuda_region find tensors)."""
+        request = self._region_request(name, kind, key=key, cuda_ipc_handle=cuda_ipc_handle,
+                                       device_id=device_id, offset=offset, byte_size=byte_size)
+        self._register(request, timeout)
+        return self._remember_region(Region(name, kind, byte_size, key=key, device_id=device_id,
+                                            offset=offset))
+
+    def register_shm_region(self, name: str, key: str, byte_size: int, offset: int = 0, *,
+                            buffer=None, timeout: Optional[float] = None) -> Region:
+        """Registers bytes [offset, offset + byte_size) of the POSIX shm object
+        `key` ("/name") as region `name`. buffer: this process's mapping of the
+        object (from its byte 0; an mmap, memoryview or numpy array): numpy
+        views into it then go as references. gdn_serve.regions.ShmRegion
+        creates, maps and registers one in a single step."""
+        region = self._shm_region(name, key, byte_size, offset, buffer)
+        self._register(self._region_request(name, "system", key=key, offset=offset,
+                                            byte_size=byte_size), timeout)
+        return self._remember_region(region)
+
+    def register_cuda_region(self, tensor_or_storage, name: Optional[str] = None,
+                             timeout: Optional[float] = None) -> Region:
+        """Registers the CUDA storage behind a torch tensor (its whole storage)
+        as a CUDA region (name: `name` or a fresh one); torch CUDA tensors inside
+        it then go as references. The server must run --backend=cuda on the
+        same GPU. The Region keeps the storage alive until unregistered."""
+        region, request = self._cuda_region(tensor_or_storage, name)
+        self._register(request, timeout)
+        return self._remember_region(region)
+
+    def _register(self, request, timeout: Optional[float] = None) -> None:
+        self._unary("RegisterRegion", request, timeout=timeout,
+                    on_error=lambda e, attempt: gdn_pb2.RegisterRegionResponse()
+                    if self._registered_anyway(e, attempt) else None)
+
+    def unregister_region(self, name: str, timeout: Optional[float] = None) -> None:
+        """Unregisters a region (calls still using it fail, unapplied)."""
+        try:
+            self._unary("UnregisterRegion", gdn_pb2.UnregisterRegionRequest(name=name),
+                        timeout=timeout, on_error=lambda e, attempt: gdn_pb2.UnregisterRegionResponse()
+                        if self._closed_anyway(e, attempt) else None)
+        finally:
+            self._forget_region(name)
+
+    def list_regions(self, timeout: Optional[float] = None) -> List[gdn_pb2.RegionInfo]:
+        """This client's regions as the server has them (RegionInfo: name, kind,
+        key, device_id, offset, byte_size, calls_in_flight)."""
+        return list(self._unary("ListRegions", gdn_pb2.ListRegionsRequest(),
+                                timeout=timeout).regions)
+
     # --- forward ---------------------------------------------------------
     def forward(self, layer: int, sequences: Sequence[SequenceTokens], q, k, v, g=None, beta=None,
-                *, a=None, b=None, a_log=None, dt_bias=None, timeout: Optional[float] = None):
+                *, a=None, b=None, a_log=None, dt_bias=None, out=None,
+                timeout: Optional[float] = None):
         """One GDN layer over sessions: o [T, Hv, V] like v (numpy / torch, dtype, device).
 
         sequences: [(session_id, position, num_tokens)], T = sum of num_tokens;
         q, k [T, Hqk, K], v [T, Hv, V] (any float dtype; sent in the server's
         activation dtype); direct gating: g, beta [T, Hv]; fused gating: a, b
         [T, Hv], a_log, dt_bias [Hv]. Calls larger than a message are split.
+        Tensors inside a registered region go as references (no bytes);
+        out: a view in a registered region that receives o (and is returned).
         """
         return self.forward_with_positions(layer, sequences, q, k, v, g, beta, a=a, b=b,
-                                           a_log=a_log, dt_bias=dt_bias, timeout=timeout)[0]
+                                           a_log=a_log, dt_bias=dt_bias, out=out,
+                                           timeout=timeout)[0]
 
     def forward_with_positions(self, layer: int, sequences: Sequence[SequenceTokens], q, k, v,
                                g=None, beta=None, *, a=None, b=None, a_log=None, dt_bias=None,
-                               timeout: Optional[float] = None):
+                               out=None, timeout: Optional[float] = None):
         """forward, returning (o, new position of each sequence)."""
-        if self._layout is None:
+        layout = self._layout
+        if layout is None:
             self.cached_info()
-        prepared = self._prepare_forward(
-            layer, sequences,
+            layout = self._layout
+        prepared = PreparedForward(
+            layout, self._limit, layer, sequences,
             {"q": q, "k": k, "v": v, "g": g, "beta": beta, "a": a, "b": b, "a_log": a_log,
-             "dt_bias": dt_bias})
+             "dt_bias": dt_bias}, 0, self._region_table, out)
+        if prepared.cuda_devices:  # the client's writes are complete before the call
+            self._region_table.sync_cuda(prepared.cuda_devices)
         call = self._calls["Forward"]
-        metadata = self._md(prepared.sequences[0][0])
-        deadline = self._timeout(timeout)
-        responses = []
-        for index, part in enumerate(prepared.parts):
-            payload = prepared.payload(part)
+        metadata = self._md(sequences[0][0])
+        deadline = self.timeout if timeout is None else timeout
+        parts = prepared.parts
+        if len(parts) == 1:
+            payload = prepared.payload(parts[0])
             try:
+                raw = call(payload, timeout=deadline, metadata=metadata)
+                failed = None
+            except grpc.RpcError as e:
+                failed = e
+            if failed is not None:  # retried (UNAVAILABLE) or raised as its GdnError
                 raw = call_with_retry(self.retry, lambda attempt: call(
-                    payload, timeout=deadline, metadata=metadata))
-            except GdnError as e:
-                raise self._split_error(e, index, len(prepared.parts)) from None
-            responses.append((raw, wire.parse_forward_response(raw)))
-        return prepared.finish(responses)
+                    payload, timeout=deadline, metadata=metadata), failed)
+            prepared.take_whole(raw)
+            return prepared.result()
+        return self._forward_parts(prepared, call, deadline, metadata)
+
+    def _forward_parts(self, prepared, call, deadline, metadata):
+        """A split Forward: the parts go one after another (each is sent when the
+        previous one's response arrived, so the server applies them in order);
+        the next part's request is written, and the previous part's o merged,
+        while a part is in flight."""
+        parts = prepared.parts
+        count = len(parts)
+        payload = prepared.payload(parts[0])
+        future = call.future(payload, timeout=deadline, metadata=metadata)
+        for index in range(count):
+            following = prepared.payload(parts[index + 1]) if index + 1 < count else None
+            try:
+                raw = future.result()
+                failed = None
+            except grpc.RpcError as e:
+                failed = e
+            if failed is not None:
+                sent = payload
+                try:
+                    raw = call_with_retry(self.retry, lambda attempt: call(
+                        sent, timeout=deadline, metadata=metadata), failed)
+                except GdnError as e:
+                    raise self._split_error(e, index, count) from None
+            parsed = prepared.check(index, raw)
+            if following is not None:
+                payload = following
+                future = call.future(payload, timeout=deadline, metadata=metadata)
+            prepared.merge(index, raw, parsed)
+        return prepared.result()
 
     # --- sessions as objects ---------------------------------------------
     def session(self, session_id: Optional[str] = None, *, create: bool = True):

@@ -8,8 +8,11 @@ from . import snapshot as snap
 from . import wire
 from ._proto import gdn_pb2
 from .channel import Metadata, call_metadata
+from .cuda_regions import cuda_region_spec
 from .errors import AlreadyExists, GdnError, Internal, InvalidArgument, NotFound
 from .forward_call import ForwardLayout, PreparedForward, SequenceTokens
+from .region_table import RegionTable
+from .regions import Region, buffer_address, new_region_name
 from .retry import RetryPolicy
 from .split import SLACK_BYTES
 
@@ -17,11 +20,17 @@ __all__ = ["ClientCore", "DEFAULT_MAX_MESSAGE_BYTES", "IMPORT_CHUNK_BYTES"]
 
 DEFAULT_MAX_MESSAGE_BYTES = 64 << 20
 # Forward requests and responses larger than this are split into parts sent
-# in order (as for the message limit). Each request is one new Python bytes
-# object, and an allocation above glibc's mmap threshold (which adapts up to
-# 32 MiB) is page-faulted in anew on every call: a 34 MB prefill request took
-# 50-60 ms to write here, a 16 MiB one 1 ms.
-DEFAULT_MAX_PART_BYTES = 16 << 20
+# in order (as for the message limit). Each part is a new bytes object on
+# both ends (the request written here, gRPC's copy and read slices, the
+# response), and at glibc's defaults large fresh allocations are
+# page-faulted in anew on every call: on the 2-core VM a 34 MB prefill
+# request took 50-60 ms to write in one piece, and its calls took 43-55 ms
+# in all as parts of 16 MiB, 30-43 ms as parts of 8 MiB, 23-28 ms as parts of
+# 4 MiB (with keep_freed_memory() the three were within noise, 31-43 ms).
+# The sync client writes the next part while one is in flight, so what a
+# split call adds is about the first part's request and the last part's o:
+# smaller parts hide more, at one round trip each.
+DEFAULT_MAX_PART_BYTES = 8 << 20
 # Bytes of state per ImportSession chunk (C++: GdnClientOptions::import_chunk_bytes).
 IMPORT_CHUNK_BYTES = 1 << 20
 
@@ -54,6 +63,10 @@ class ClientCore:
         self._limit = self.max_message_bytes
         self._info_lock = threading.Lock()
         self._route_cache: dict = {}
+        # Registered regions (region_table.RegionTable); _region_table is the same
+        # table while it holds any, else None: Forward then never looks for references.
+        self._regions: Optional[RegionTable] = None
+        self._region_table: Optional[RegionTable] = None
 
     # --- helpers ---------------------------------------------------------
     def _timeout(self, timeout: Optional[float]) -> Optional[float]:
@@ -83,9 +96,10 @@ class ClientCore:
         return limit
 
     def _prepare_forward(self, layer: int, sequences: Sequence[SequenceTokens], tensors: dict,
-                         request_id: int = 0) -> PreparedForward:
+                         request_id: int = 0, out=None) -> PreparedForward:
         """Needs the server info already cached (cached_info())."""
-        return PreparedForward(self._layout, self._limit, layer, sequences, tensors, request_id)
+        return PreparedForward(self._layout, self._limit, layer, sequences, tensors, request_id,
+                               self._region_table, out)
 
     @staticmethod
     def _split_error(error: GdnError, part: int, parts: int) -> GdnError:
@@ -107,6 +121,55 @@ class ClientCore:
     @staticmethod
     def _closed_anyway(error: GdnError, attempt: int) -> bool:
         return attempt > 1 and isinstance(error, NotFound)
+
+    # --- regions (same-host tensors) ---------------------------------------
+    @staticmethod
+    def _region_request(name: str, kind: str, *, key: str = "", cuda_ipc_handle: bytes = b"",
+                        device_id: int = 0, offset: int = 0,
+                        byte_size: int = 0) -> gdn_pb2.RegisterRegionRequest:
+        kinds = {"system": gdn_pb2.REGION_SYSTEM, "cuda": gdn_pb2.REGION_CUDA}
+        if kind not in kinds:
+            raise InvalidArgument("kind: 'system' or 'cuda', got %r" % (kind,))
+        return gdn_pb2.RegisterRegionRequest(name=name, kind=kinds[kind], key=key,
+                                             cuda_ipc_handle=cuda_ipc_handle,
+                                             device_id=device_id, offset=offset,
+                                             byte_size=byte_size)
+
+    @staticmethod
+    def _shm_region(name: str, key: str, byte_size: int, offset: int, buffer) -> Region:
+        """The Region of a SYSTEM registration; `buffer`: this process's mapping
+        of the shm object from its byte 0 (then views into it go as references)."""
+        base = None if buffer is None else buffer_address(buffer) + offset
+        return Region(name, "system", byte_size, key=key, offset=offset, base=base, keep=buffer)
+
+    @staticmethod
+    def _cuda_region(tensor_or_storage, name: Optional[str]):
+        """(Region, its RegisterRegionRequest) for the storage of a torch CUDA tensor."""
+        spec = cuda_region_spec(tensor_or_storage)
+        name = name or new_region_name("cuda")
+        region = Region(name, "cuda", spec.byte_size, device_id=spec.device, offset=spec.offset,
+                        base=spec.base, keep=spec.storage)
+        return region, ClientCore._region_request(
+            name, "cuda", cuda_ipc_handle=spec.handle, device_id=spec.device,
+            offset=spec.offset, byte_size=spec.byte_size)
+
+    def _remember_region(self, region: Region) -> Region:
+        with self._info_lock:
+            if self._regions is None:
+                self._regions = RegionTable()
+            self._regions.add(region)
+            self._region_table = self._regions
+        return region
+
+    def _forget_region(self, name: str) -> None:
+        with self._info_lock:
+            if self._regions is not None:
+                self._regions.remove(name)
+                self._region_table = self._regions if len(self._regions) else None
+
+    @staticmethod
+    def _registered_anyway(error: GdnError, attempt: int) -> bool:
+        return attempt > 1 and isinstance(error, AlreadyExists)
 
     # --- export / import -------------------------------------------------
     @staticmethod

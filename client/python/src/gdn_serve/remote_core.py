@@ -82,11 +82,14 @@ def _flat(x, rows: int):
 
 
 def run_core(client, layer: int, sequences: Sequence[Tuple[str, int]], q, k, v, g, beta, *,
-             use_qk_l2norm: bool, scale: Optional[float] = None, cu_seqlens=None):
+             use_qk_l2norm: bool, scale: Optional[float] = None, cu_seqlens=None,
+             staging=None):
     """One core call: o [B, T, Hv, V] like v, and the new position of each sequence.
 
     sequences: [(session_id, position)] per row (or per cu_seqlens sequence).
     g None: no decay (zeros); beta None: ones (fused_recurrent's defaults).
+    staging: a gdn_serve.staging.CudaStaging for CUDA tensors (inputs and o go
+    through its registered buffer, never through host memory), or None.
     """
     config = client.config
     if config.gating_mode != "direct":
@@ -113,8 +116,17 @@ def run_core(client, layer: int, sequences: Sequence[Tuple[str, int]], q, k, v, 
     positions = [p for _, p in sequences]
     if not specs:  # no tokens at all: o is as empty as v
         return (v.clone() if is_torch(v) else np.array(v)), positions
-    o, new = client.forward_with_positions(layer, specs, _flat(q, rows), _flat(k, rows),
-                                           _flat(v, rows), _flat(g, rows), _flat(beta, rows))
+    views = staging.views(rows) if staging is not None else None
+    if views is not None:  # copied into the registered buffer on the device, o written there
+        for name, x in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta)):
+            views[name].view(tuple(x.shape)).copy_(x)  # [B, T, ...] rows in order
+        out, new = client.forward_with_positions(
+            layer, specs, views["q"], views["k"], views["v"], views["g"], views["beta"],
+            out=views["o"])
+        o = out.to(dtype=v.dtype, copy=True)  # the buffer is reused by the next call
+    else:
+        o, new = client.forward_with_positions(layer, specs, _flat(q, rows), _flat(k, rows),
+                                               _flat(v, rows), _flat(g, rows), _flat(beta, rows))
     it = iter(new)
     positions = [next(it) if kept else p for kept, p in zip(keep, positions)]
     return o.reshape(tuple(v.shape)), positions

@@ -10,7 +10,7 @@ import asyncio
 import random
 import time
 from dataclasses import dataclass
-from typing import Awaitable, Callable, TypeVar
+from typing import Awaitable, Callable, Optional, TypeVar
 
 import grpc
 
@@ -47,18 +47,25 @@ def _should_retry(policy: RetryPolicy, error: GdnError, attempt: int, start: flo
             and time.monotonic() + wait - start <= policy.max_total)
 
 
-def call_with_retry(policy: RetryPolicy, call: Callable[[int], T]) -> T:
+def call_with_retry(policy: RetryPolicy, call: Callable[[int], T],
+                    first_error: Optional[grpc.RpcError] = None) -> T:
     """Runs call(attempt) (1-based) until it succeeds or raises a non-retryable error.
 
-    grpc.RpcError is raised as its typed GdnError.
+    grpc.RpcError is raised as its typed GdnError. first_error: the error of
+    a first try made by the caller (the Forward hot path tries once without
+    this wrapper); the retries then start at attempt 2.
     """
     start = time.monotonic()
     attempt = 1
+    failed = first_error
     while True:
-        try:
-            return call(attempt)
-        except grpc.RpcError as e:
-            error = from_rpc_error(e)
+        if failed is None:
+            try:
+                return call(attempt)
+            except grpc.RpcError as e:
+                failed = e
+        error = from_rpc_error(failed)
+        failed = None
         wait = policy.backoff(attempt) * random.uniform(0.5, 1.0)
         if not _should_retry(policy, error, attempt, start, wait):
             raise error
@@ -66,15 +73,20 @@ def call_with_retry(policy: RetryPolicy, call: Callable[[int], T]) -> T:
         attempt += 1
 
 
-async def call_with_retry_async(policy: RetryPolicy, call: Callable[[int], Awaitable[T]]) -> T:
+async def call_with_retry_async(policy: RetryPolicy, call: Callable[[int], Awaitable[T]],
+                                first_error: Optional[grpc.RpcError] = None) -> T:
     """The asyncio form of call_with_retry."""
     start = time.monotonic()
     attempt = 1
+    failed = first_error
     while True:
-        try:
-            return await call(attempt)
-        except grpc.RpcError as e:
-            error = from_rpc_error(e)
+        if failed is None:
+            try:
+                return await call(attempt)
+            except grpc.RpcError as e:
+                failed = e
+        error = from_rpc_error(failed)
+        failed = None
         wait = policy.backoff(attempt) * random.uniform(0.5, 1.0)
         if not _should_retry(policy, error, attempt, start, wait):
             raise error

@@ -34,10 +34,15 @@ def positions_from_description(description, num_layers: int) -> List[int]:
     return positions
 
 
-def _tokens_of(q, name: str = "q") -> int:
-    if len(q.shape) != 3:
-        raise InvalidArgument("%s: expected [T, H, D], got shape %s" % (name, list(q.shape)))
-    return int(q.shape[0])
+def _tokens_of(*tensors) -> int:
+    """T of a call: the first dim of the first of q, k, v that has a shape (an
+    explicit wire.RegionRef has none)."""
+    for name, t in zip("qkv", tensors):
+        if hasattr(t, "shape"):
+            if len(t.shape) != 3:
+                raise InvalidArgument("%s: expected [T, H, D], got shape %s" % (name, list(t.shape)))
+            return int(t.shape[0])
+    raise InvalidArgument("q, k, v: at least one must be an array (region references carry no shape)")
 
 
 class Session:
@@ -68,17 +73,18 @@ class Session:
         return self.positions[layer]
 
     def forward(self, layer: int, q, k, v, g=None, beta=None, *, a=None, b=None, a_log=None,
-                dt_bias=None, timeout: Optional[float] = None):
-        """This session's next T = q.shape[0] tokens at `layer`: o [T, Hv, V] like v.
+                dt_bias=None, out=None, timeout: Optional[float] = None):
+        """This session's next T = q.shape[0] tokens at `layer`: o [T, Hv, V] like v
+        (or `out`, a view in a registered region).
 
         On FailedPrecondition the layer's position becomes the server's
         (`expected_position`) before the error is raised.
         """
-        n = _tokens_of(q)
+        n = _tokens_of(q, k, v)
         try:
             o, positions = self.client.forward_with_positions(
                 layer, [(self.id, self.positions[layer], n)], q, k, v, g, beta, a=a, b=b,
-                a_log=a_log, dt_bias=dt_bias, timeout=timeout)
+                a_log=a_log, dt_bias=dt_bias, out=out, timeout=timeout)
         except FailedPrecondition as e:
             self._take_server_position(layer, e)
             raise
@@ -112,7 +118,7 @@ class Session:
 
 def forward_sessions(client, layer: int, sessions: Sequence[Session], num_tokens: Sequence[int],
                      q, k, v, g=None, beta=None, *, a=None, b=None, a_log=None, dt_bias=None,
-                     timeout: Optional[float] = None):
+                     out=None, timeout: Optional[float] = None):
     """One Forward at `layer` over several sessions (a model runner's batch).
 
     num_tokens[i] new tokens of sessions[i], inputs packed in that order
@@ -124,7 +130,8 @@ def forward_sessions(client, layer: int, sessions: Sequence[Session], num_tokens
     sequences = [(s.id, s.positions[layer], int(n)) for s, n in zip(sessions, num_tokens)]
     try:
         o, positions = client.forward_with_positions(layer, sequences, q, k, v, g, beta, a=a, b=b,
-                                                     a_log=a_log, dt_bias=dt_bias, timeout=timeout)
+                                                     a_log=a_log, dt_bias=dt_bias, out=out,
+                                                     timeout=timeout)
     except FailedPrecondition:
         for s in sessions:
             s.resync()

@@ -27,17 +27,26 @@ model is a placeholder, int64 [B, 1, 1, 1] holding (prompt number, row), that
 the model only stores in its cache and hands back: a placeholder of another
 prompt or rows reordered (beam search) are refused, never silently wrong.
 The server must run gating "direct" with the model's Hqk / Hv / K / V.
+
+regions ("auto", "cuda" or "off"): with the model on CUDA and a server that
+runs --backend=cuda on this host (a unix: target or a loopback address),
+q/k/v/g/beta and o go through registered CUDA staging buffers
+(gdn_serve.staging) and never through host memory. "auto" does so when it
+can and falls back to sending tensors inline, with one warning, when a
+registration fails; "cuda" requires it (errors raise); "off" never does.
 """
 
 import contextvars
 import functools
 import inspect
 import sys
+import warnings
 from typing import Dict, List, Optional
 
 from .errors import InvalidArgument, NotFound
 from .remote_core import run_core
 from .routing import new_session_id
+from .staging import CudaStaging, StagingUnavailable, same_host
 
 __all__ = ["use_remote_gdn", "RemoteGdnHandle", "SUPPORTED", "check_transformers_version"]
 
@@ -95,7 +104,11 @@ def _dispatcher(original, kind: str):
 class RemoteGdnHandle:
     """The patch of one model: its sessions, positions, and how to undo it."""
 
-    def __init__(self, model, client, modules: List):
+    def __init__(self, model, client, modules: List, regions: str = "auto"):
+        if regions not in ("auto", "cuda", "off"):
+            raise InvalidArgument("regions: 'auto', 'cuda' or 'off', got %r" % (regions,))
+        self.regions = regions
+        self._staging = {}  # CUDA device -> CudaStaging, or None where it is not used
         self.client = client
         self.model = model
         self.modules = modules
@@ -164,11 +177,48 @@ class RemoteGdnHandle:
         else:
             self._check_placeholder(initial_state, batch)
         sequences = [(sid, p[layer]) for sid, p in zip(self.session_ids, self.positions)]
-        o, positions = run_core(self.client, layer, sequences, query, key, value, g, beta,
-                                use_qk_l2norm=use_qk_l2norm_in_kernel)
+        staging = self._staging_for(value.device) if value.is_cuda else None
+        try:
+            o, positions = run_core(self.client, layer, sequences, query, key, value, g, beta,
+                                    use_qk_l2norm=use_qk_l2norm_in_kernel, staging=staging)
+        except StagingUnavailable as e:  # raised before anything was sent
+            if self.regions != "auto":
+                raise
+            self._staging_failed(value.device, e)
+            o, positions = run_core(self.client, layer, sequences, query, key, value, g, beta,
+                                    use_qk_l2norm=use_qk_l2norm_in_kernel)
         for row, position in zip(self.positions, positions):
             row[layer] = position
         return o, (self._placeholder(batch, value.device) if output_final_state else None)
+
+    # --- CUDA staging (regions) ------------------------------------------------
+    def _staging_for(self, device):
+        """The CudaStaging of `device`, or None where tensors go inline."""
+        if device in self._staging:
+            return self._staging[device]
+        staging = None
+        if self.regions != "off":
+            info = self.client.cached_info()
+            why = None if info.backend == "cuda" else "the server runs --backend=%s" % info.backend
+            if why is None and not same_host(self.client.target):
+                why = "the server %s is not on this host" % self.client.target
+            if why is None:
+                staging = CudaStaging(self.client, device)
+            elif self.regions == "cuda":
+                raise InvalidArgument("use_remote_gdn(regions='cuda'): " + why)
+        self._staging[device] = staging
+        return staging
+
+    def _staging_failed(self, device, error) -> None:
+        """regions "auto" after a staging buffer failed (nothing was sent): warns
+        once and sends this device's tensors inline from now on. (A failure of
+        the call itself is raised, never retried inline: it may have applied.)"""
+        warnings.warn("gdn_serve.transformers: CUDA regions unavailable (%s); sending tensors "
+                      "inline" % error, RuntimeWarning, stacklevel=3)
+        staging = self._staging.get(device)
+        if staging is not None:
+            staging.close()
+        self._staging[device] = None
 
     # --- patching --------------------------------------------------------
     def _patch(self, module, layer: int) -> None:
@@ -206,9 +256,13 @@ class RemoteGdnHandle:
         self._undo.append(lambda: module.__dict__.pop("forward", None))
 
     def close(self) -> None:
-        """Closes the sessions and restores the model."""
+        """Closes the sessions, unregisters the staging buffers and restores the model."""
         try:
             self.reset()
+            for staging in self._staging.values():
+                if staging is not None:
+                    staging.close()
+            self._staging.clear()
         finally:
             while self._undo:
                 self._undo.pop()()
@@ -222,11 +276,13 @@ def _release_global(home, name: str) -> None:
         del _GLOBAL_PATCHES[(home.__name__, name)]
 
 
-def use_remote_gdn(model, client) -> RemoteGdnHandle:
+def use_remote_gdn(model, client, regions: str = "auto") -> RemoteGdnHandle:
     """Patches `model`'s GatedDeltaNet cores to run on `client`'s server; returns the handle.
 
     The server must have gating "direct", at least as many layers as the
-    model has GDN layers, and the model's Hqk, Hv, K and V.
+    model has GDN layers, and the model's Hqk, Hv, K and V. regions: see the
+    module docstring ("auto": CUDA staging buffers when the model and a
+    same-host cuda server allow it).
     """
     check_transformers_version()
     modules = sorted((m for m in model.modules() if type(m).__name__ in GDN_CLASSES),
@@ -245,7 +301,7 @@ def use_remote_gdn(model, client) -> RemoteGdnHandle:
     if c.gating_mode != "direct":
         raise InvalidArgument("server gating=%s; use_remote_gdn sends the model's g and beta and "
                               "needs --gating=direct" % c.gating_mode)
-    handle = RemoteGdnHandle(model, client, modules)
+    handle = RemoteGdnHandle(model, client, modules, regions)
     try:
         for layer, module in enumerate(modules):
             handle._patch(module, layer)
