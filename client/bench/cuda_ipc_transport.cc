@@ -3,10 +3,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "client/grpc_status.h"
 
 namespace gdn::client::bench {
 namespace {
@@ -41,23 +39,12 @@ class CudaRegion final : public RegionTransport::Output {
     request.set_cuda_ipc_handle(std::string(reinterpret_cast<const char*>(&handle), sizeof(handle)));
     request.set_device_id(device);
     request.set_byte_size(static_cast<int64_t>(bytes));
-    v1::RegisterRegionResponse response;
-    grpc::ClientContext context;
-    const grpc::Status s =
-        v1::GdnService::NewStub(r->channel_)->RegisterRegion(&context, request, &response);
-    if (!s.ok()) return FromGrpcStatus(s);
+    if (absl::Status s = RegionTransport::Register(r->channel_, request); !s.ok()) return s;
     r->registered_ = true;
     return r;
   }
   ~CudaRegion() override {
-    if (registered_) {
-      v1::UnregisterRegionRequest request;
-      request.set_name(name_);
-      v1::UnregisterRegionResponse response;
-      grpc::ClientContext context;
-      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-      (void)v1::GdnService::NewStub(channel_)->UnregisterRegion(&context, request, &response);
-    }
+    if (registered_) RegionTransport::Unregister(channel_, name_);
     if (data_ != nullptr) (void)cudaFree(data_);
   }
   const std::string& name() const { return name_; }

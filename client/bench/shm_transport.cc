@@ -24,6 +24,24 @@ std::string RegionTransport::UniqueName(const std::string& what) {
   return absl::StrCat("gdn-bench-", getpid(), "-", what, "-", next.fetch_add(1));
 }
 
+absl::Status RegionTransport::Register(const std::shared_ptr<grpc::Channel>& channel,
+                                       const v1::RegisterRegionRequest& request) {
+  v1::RegisterRegionResponse response;
+  grpc::ClientContext context;
+  return FromGrpcStatus(
+      v1::GdnService::NewStub(channel)->RegisterRegion(&context, request, &response));
+}
+
+void RegionTransport::Unregister(const std::shared_ptr<grpc::Channel>& channel,
+                                 const std::string& name) {
+  v1::UnregisterRegionRequest request;
+  request.set_name(name);
+  v1::UnregisterRegionResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  (void)v1::GdnService::NewStub(channel)->UnregisterRegion(&context, request, &response);
+}
+
 size_t RegionTransport::LayOut(const std::vector<std::pair<const char*, size_t>>& spans,
                                std::vector<Pool>* pools) {
   size_t total = 0;
@@ -80,24 +98,13 @@ absl::StatusOr<std::unique_ptr<ShmRegion>> ShmRegion::Create(
   request.set_kind(v1::REGION_SYSTEM);
   request.set_key(r->key_);
   request.set_byte_size(static_cast<int64_t>(bytes));
-  v1::RegisterRegionResponse response;
-  grpc::ClientContext context;
-  const grpc::Status s =
-      v1::GdnService::NewStub(r->channel_)->RegisterRegion(&context, request, &response);
-  if (!s.ok()) return FromGrpcStatus(s);
+  if (absl::Status s = RegionTransport::Register(r->channel_, request); !s.ok()) return s;
   r->registered_ = true;
   return r;
 }
 
 ShmRegion::~ShmRegion() {
-  if (registered_) {
-    v1::UnregisterRegionRequest request;
-    request.set_name(name_);
-    v1::UnregisterRegionResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    (void)v1::GdnService::NewStub(channel_)->UnregisterRegion(&context, request, &response);
-  }
+  if (registered_) RegionTransport::Unregister(channel_, name_);
   if (data_ != nullptr) munmap(data_, bytes_);
   shm_unlink(key_.c_str());
 }

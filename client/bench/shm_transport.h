@@ -37,6 +37,12 @@ class RegionTransport {
   virtual absl::Status UseRegions(wire::ForwardRequestParts* parts,
                                   std::unique_ptr<Output>* out) = 0;
 
+  // The region RPCs on `channel`, for the Outputs and transports (Unregister:
+  // best effort, 5 s).
+  static absl::Status Register(const std::shared_ptr<grpc::Channel>& channel,
+                               const v1::RegisterRegionRequest& request);
+  static void Unregister(const std::shared_ptr<grpc::Channel>& channel, const std::string& name);
+
  protected:
   struct Pool {
     const char* base;

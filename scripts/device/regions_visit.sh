@@ -20,19 +20,7 @@ mkdir -p "$OUT"
 LOG=$OUT/regions_visit.log
 t0=$(date +%s)
 say() { echo "== $* ($(( $(date +%s) - t0 ))s)" | tee -a "$LOG"; }
-BUNDLE=$PWD/.bundle
-if [ -f .bundle/pack.tar.xz ]; then
-  BUNDLE=/tmp/gdn_bundle
-  mkdir -p "$BUNDLE"
-  python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
-    .bundle/pack.tar.xz "$BUNDLE"
-  # Scripts run after this one (python_visit.sh) look in .bundle/bin.
-  rm -rf .bundle/bin .bundle/lib
-  ln -s "$BUNDLE/bin" .bundle/bin
-  ln -s "$BUNDLE/lib" .bundle/lib
-fi
-export LD_LIBRARY_PATH=$BUNDLE/lib:$BUNDLE/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-B=$BUNDLE/bin
+. scripts/device/unpack_bundle.sh  # BUNDLE, B, LD_LIBRARY_PATH
 say "device"
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; cat .bundle/COMMIT; } 2>&1 | tee -a "$LOG"
 

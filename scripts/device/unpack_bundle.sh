@@ -1,0 +1,18 @@
+# Sourced by the device visit scripts, from the repository root: sets
+# BUNDLE (where bin/ and lib/ are), B (its bin/) and LD_LIBRARY_PATH. A
+# bundle that bundle.sh packed (over 60 MiB: .bundle/pack.tar.xz) is
+# unpacked to /tmp/gdn_bundle and linked as .bundle/bin and .bundle/lib, so
+# every script after this one finds the binaries in .bundle/bin.
+BUNDLE=$PWD/.bundle
+if [ -f .bundle/pack.tar.xz ]; then
+  BUNDLE=/tmp/gdn_bundle
+  mkdir -p "$BUNDLE"
+  [ -x "$BUNDLE/bin/gdn-server" ] || python3 -c \
+    "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
+    .bundle/pack.tar.xz "$BUNDLE"
+  rm -rf .bundle/bin .bundle/lib
+  ln -s "$BUNDLE/bin" .bundle/bin
+  ln -s "$BUNDLE/lib" .bundle/lib
+fi
+export LD_LIBRARY_PATH=$BUNDLE/lib:$BUNDLE/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+B=$BUNDLE/bin
