@@ -4,10 +4,12 @@
 // matches the oracle, exports and imports it, and fails cleanly on bad flags.
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -119,7 +121,14 @@ TEST_F(ToolsE2eTest, BenchReportMatchesServerMetrics) {
   EXPECT_EQ(server_count("Forward"), 32);
   EXPECT_EQ(server_count("CreateSession"), number({"rpcs", "CreateSession", "OK"}));
   EXPECT_EQ(server_count("CloseSession"), 8);
-  EXPECT_EQ(SumSamples(after, "gdn_sessions"), 0);
+  // The sessions gauge follows the last CloseSession within the engine's
+  // refresh (after each session command, and every second): wait for it.
+  std::string gauges = after;
+  for (int i = 0; i < 300 && SumSamples(gauges, "gdn_sessions") != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    gauges = ScrapeMetrics();
+  }
+  EXPECT_EQ(SumSamples(gauges, "gdn_sessions"), 0);
 }
 
 TEST_F(ToolsE2eTest, BenchRejectsBadFlags) {
