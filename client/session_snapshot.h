@@ -1,11 +1,11 @@
 // A session's exported states, collected from ExportSession's chunks, and the
 // way back to chunks (ImportSession) and to a file (gdn-cli export / import).
 //
-// File format ("GDNSNAP1", proto/session_file.h, shared with gdn-server's
-// --snapshot_dir): the 8-byte magic, then the chunks of the snapshot as
-// length-delimited SessionChunk messages (varint length, message bytes),
-// exactly the stream ImportSession takes. A file is therefore replayable
-// without this library, and versioned by the proto, not by this code.
+// File format ("GDNSNAP2", proto/session_file.h, shared with gdn-server's
+// --snapshot_dir): the 8-byte magic, then the chunks of the snapshot, each
+// as a varint length, the SessionChunk message bytes and their CRC-32,
+// exactly the stream ImportSession takes. Writing gives version 2; reading
+// takes "GDNSNAP1" files (no checksums) too.
 #ifndef GDN_CLIENT_SESSION_SNAPSHOT_H_
 #define GDN_CLIENT_SESSION_SNAPSHOT_H_
 

@@ -3,6 +3,8 @@ find_package(Threads REQUIRED)
 find_package(absl CONFIG REQUIRED)
 find_package(Protobuf REQUIRED)
 find_package(gRPC CONFIG REQUIRED)
+# The session file's CRC-32 (proto/session_file.cc); gRPC needs zlib too.
+find_package(ZLIB REQUIRED)
 find_package(prometheus-cpp CONFIG REQUIRED)
 # The metrics port's HTTP server (server/ops/http_endpoint.cc).
 find_package(civetweb CONFIG REQUIRED)

@@ -6,16 +6,38 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "google/protobuf/io/coded_stream.h"
+#include "zlib.h"
 
 namespace gdn::wire {
+
+namespace {
+
+constexpr size_t kChecksumBytes = 4;
+
+uint32_t Checksum(const char* data, size_t size) {
+  // Chunks are below 2 GiB (the decoder refuses larger files), so one call.
+  return static_cast<uint32_t>(
+      crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(data), static_cast<uInt>(size)));
+}
+
+uint32_t LoadLittleEndian32(const char* p) {
+  const auto* b = reinterpret_cast<const unsigned char*>(p);
+  return uint32_t{b[0]} | uint32_t{b[1]} << 8 | uint32_t{b[2]} << 16 | uint32_t{b[3]} << 24;
+}
+
+}  // namespace
 
 void AppendSessionFileChunk(const v1::SessionChunk& chunk, std::string* out) {
   uint8_t length[10];
   uint8_t* end = google::protobuf::io::CodedOutputStream::WriteVarint32ToArray(
       static_cast<uint32_t>(chunk.ByteSizeLong()), length);
   out->append(reinterpret_cast<const char*>(length), end - length);
+  const size_t start = out->size();
   chunk.AppendToString(out);
+  const uint32_t crc = Checksum(out->data() + start, out->size() - start);
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(crc >> (8 * i) & 0xff));
 }
 
 std::string EncodeSessionFile(const std::vector<v1::SessionChunk>& chunks) {
@@ -26,20 +48,21 @@ std::string EncodeSessionFile(const std::vector<v1::SessionChunk>& chunks) {
 
 absl::StatusOr<std::vector<v1::SessionChunk>> DecodeSessionFile(
     absl::string_view data, absl::string_view name) {
-  if (data.size() < kSessionFileMagic.size() ||
-      data.substr(0, kSessionFileMagic.size()) != kSessionFileMagic) {
+  const absl::string_view magic = data.substr(0, kSessionFileMagic.size());
+  const bool checksummed = magic == kSessionFileMagic;
+  if (!checksummed && magic != kSessionFileMagicV1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        name, " is not a gdn session snapshot (no ", kSessionFileMagic,
-        " magic)"));
+        name, " is not a gdn session snapshot (no ", kSessionFileMagic, " or ",
+        kSessionFileMagicV1, " magic)"));
   }
   const size_t body = data.size() - kSessionFileMagic.size();
   if (body > static_cast<size_t>(std::numeric_limits<int>::max())) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": larger than 2 GiB, not a session snapshot"));
   }
-  google::protobuf::io::CodedInputStream coded(
-      reinterpret_cast<const uint8_t*>(data.data()) + kSessionFileMagic.size(),
-      static_cast<int>(body));
+  const char* const body_data = data.data() + kSessionFileMagic.size();
+  google::protobuf::io::CodedInputStream coded(reinterpret_cast<const uint8_t*>(body_data),
+                                               static_cast<int>(body));
   coded.SetTotalBytesLimit(static_cast<int>(body));
   std::vector<v1::SessionChunk> chunks;
   while (!coded.ExpectAtEnd()) {
@@ -48,10 +71,23 @@ absl::StatusOr<std::vector<v1::SessionChunk>> DecodeSessionFile(
       return absl::DataLossError(
           absl::StrCat(name, ": truncated after chunk ", chunks.size()));
     }
-    if (size > body) {
+    const size_t at = static_cast<size_t>(coded.CurrentPosition());
+    const size_t record = size + (checksummed ? kChecksumBytes : 0);
+    if (record > body - at) {
       return absl::DataLossError(absl::StrCat(
           name, ": chunk ", chunks.size(), " claims ", size,
           " bytes, more than the file holds (truncated or corrupt)"));
+    }
+    // The checksum before the parse: damage is named as such, and no
+    // damaged bytes are parsed.
+    if (checksummed) {
+      const uint32_t stored = LoadLittleEndian32(body_data + at + size);
+      const uint32_t computed = Checksum(body_data + at, size);
+      if (stored != computed) {
+        return absl::DataLossError(absl::StrFormat(
+            "%s: chunk %d fails its checksum (stored %08x, computed %08x): the file is damaged",
+            name, chunks.size(), stored, computed));
+      }
     }
     const auto limit = coded.PushLimit(static_cast<int>(size));
     v1::SessionChunk c;
@@ -61,6 +97,9 @@ absl::StatusOr<std::vector<v1::SessionChunk>> DecodeSessionFile(
           name, ": chunk ", chunks.size(), " is truncated or corrupt"));
     }
     coded.PopLimit(limit);
+    if (checksummed && !coded.Skip(static_cast<int>(kChecksumBytes))) {
+      return absl::DataLossError(absl::StrCat(name, ": chunk ", chunks.size(), " is truncated"));
+    }
     chunks.push_back(std::move(c));
   }
   return chunks;

@@ -11,7 +11,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev prometheus-cpp-dev libcivetweb-dev
+  libabsl-dev prometheus-cpp-dev libcivetweb-dev zlib1g-dev
 )
 build_only=0
 [ "${1:-}" = "--build" ] && build_only=1

@@ -28,6 +28,12 @@ namespace gdn {
 // The version in gdn_build_info and GetServerInfo.
 const char* GdnVersion();
 
+// gdn-server's exit status when a drain could not hand every session over
+// to --snapshot_dir (0: drained cleanly, 1: could not start, 2: bad flags).
+// Non-zero so that a supervisor or an operator's script sees the loss that
+// the log line alone would hide.
+inline constexpr int kExitSessionsLost = 3;
+
 // "HOST:PORT" -> host and port ("[::1]:50051" keeps its brackets).
 bool SplitHostPort(const std::string& address, std::string* host, int* port);
 
@@ -64,6 +70,14 @@ class GdnServer {
 
   // What step (3) of the last drain wrote (zeros without snapshot_dir).
   const SnapshotDrainReport& drain_report() const { return drain_report_; }
+  // Sessions step (3) could not write (each logged, and counted by
+  // gdn_snapshot_write_failures_total): they end with this process, so
+  // gdn-server exits non-zero for them (kExitSessionsLost).
+  int sessions_lost() const { return drain_report_.failed; }
+
+  // The server's metrics; still readable after Shutdown, when the metrics
+  // port is closed.
+  const ServerMetrics& metrics() const { return *metrics_; }
 
  private:
   GdnServer() = default;

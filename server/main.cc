@@ -3,7 +3,12 @@
 // Logs its configuration to stderr, then prints exactly one line to stdout:
 //   gdn-server listening grpc=HOST:PORT metrics=HOST:PORT
 // with the ports actually bound, and serves until SIGTERM / SIGINT, when it
-// drains (stops accepting, finishes in-flight calls) and exits 0.
+// drains (stops accepting, finishes in-flight calls, with --snapshot_dir
+// writes every session there) and exits.
+//
+// Exit status: 0 drained cleanly; 1 could not start; 2 bad flags;
+// 3 (kExitSessionsLost) the drain could not write some sessions to
+// --snapshot_dir, so they are lost (the log names each one).
 #include <pthread.h>
 #include <signal.h>
 
@@ -70,6 +75,11 @@ int main(int argc, char** argv) {
   std::cerr << "gdn-server: signal " << signal_number << ", draining"
             << std::endl;
   (*server)->Shutdown();
+  if (const int lost = (*server)->sessions_lost(); lost > 0) {
+    std::cerr << "gdn-server: stopped; " << lost
+              << " session(s) could not be written to --snapshot_dir and are lost" << std::endl;
+    return gdn::kExitSessionsLost;
+  }
   std::cerr << "gdn-server: stopped" << std::endl;
   return 0;
 }

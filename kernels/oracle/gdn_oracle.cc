@@ -143,7 +143,13 @@ __attribute__((noinline)) void UpdateAndReadQ(double* __restrict s,
 double FusedDecay(double a, double A_log, double dt_bias) {
   const double x = a + dt_bias;
   const double softplus = x > 20.0 ? x : std::log1p(std::exp(x));
-  return -std::exp(A_log) * softplus;
+  const double decay_rate = std::exp(A_log);
+  if (std::isfinite(decay_rate) && softplus > 0.0) return -decay_rate * softplus;
+  // Past float64's exp range (A_log > 709, x < -745) the product is inf * 0
+  // = NaN; in log space it is the same value (softplus(x) = e^x below -30,
+  // to 1e-13), possibly -inf or -0, whose exp is still a decay.
+  const double log_softplus = x > 20.0 ? std::log(x) : (x < -30.0 ? x : std::log(softplus));
+  return -std::exp(A_log + log_softplus);
 }
 
 double FusedBeta(double b) { return 1.0 / (1.0 + std::exp(-b)); }

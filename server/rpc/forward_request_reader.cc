@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/gating.h"
 #include "proto/tensor_codec.h"
+#include "server/sessions/session_id.h"
 
 namespace gdn {
 namespace {
@@ -132,6 +133,10 @@ absl::StatusOr<std::vector<ForwardSequence>> ReadSequences(
     if (spec.session_id.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(field, ".session_id: must not be empty"));
     }
+    if (absl::Status s = ValidateSessionId(spec.session_id, absl::StrCat(field, ".session_id"));
+        !s.ok()) {
+      return s;
+    }
     if (!seen.insert(spec.session_id).second) {
       return absl::InvalidArgumentError(
           absl::StrCat(field, ".session_id: session '", spec.session_id,
@@ -222,8 +227,11 @@ absl::StatusOr<std::unique_ptr<ForwardCall>> ReadForwardRequest(
   const TensorField* inputs[PackedInputs::kCount] = {&r.q, &r.k, &r.v, &r.g, &r.beta};
   static constexpr const char* kInputNames[] = {"q", "k", "v", "g", "beta"};
   const DType input_dtypes[PackedInputs::kCount] = {act, act, act, DType::kF32, DType::kF32};
-  // g is a log-space decay (exp(g) <= 1); beta a write strength.
-  const Range decay{-std::numeric_limits<float>::max(), 0.0f, "log-space decay must be <= 0"};
+  // g is a log-space decay (exp(g) <= 1), at least kMinFusedDecay (the
+  // fused folding's floor: exp(g) is 0 long before, and the chunked prefill
+  // sums g over 64 tokens, which -FLT_MAX would overflow); beta a write
+  // strength.
+  const Range decay{kMinFusedDecay, 0.0f, "log-space decay must be <= 0 (and >= -2^120)"};
   const Range strength{0.0f, 1.0f, "must be in [0, 1]"};
   const Range* ranges[PackedInputs::kCount] = {nullptr, nullptr, nullptr, &decay, &strength};
   const int in_requests = direct ? PackedInputs::kCount : PackedInputs::kG;  // g, beta: computed

@@ -11,6 +11,7 @@
 #include "server/rpc/forward_stream_reactor.h"
 #include "server/rpc/grpc_status.h"
 #include "server/rpc/session_stream_reactors.h"
+#include "server/sessions/session_id.h"
 #include "server/sessions/session_ops.h"
 
 namespace gdn {
@@ -113,9 +114,9 @@ grpc::ServerUnaryReactor* GdnServiceImpl::CloseSession(
     gdn::v1::CloseSessionResponse* response) {
   const absl::Time start = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (request->session_id().empty()) {
-    FinishUnary(reactor, "CloseSession", start,
-                absl::InvalidArgumentError("session_id: must not be empty"));
+  if (absl::Status s = ValidateRequiredSessionId(request->session_id(), "session_id");
+      !s.ok()) {
+    FinishUnary(reactor, "CloseSession", start, s);
     return reactor;
   }
   if (absl::Status s = service_->EnterCall(); !s.ok()) {
@@ -139,10 +140,8 @@ grpc::ServerUnaryReactor* GdnServiceImpl::ForkSession(
     gdn::v1::ForkSessionResponse* response) {
   const absl::Time start = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::Status valid = request->parent_id().empty()
-                           ? absl::InvalidArgumentError(
-                                 "parent_id: must not be empty")
-                           : ValidateSessionId(request->child_id(), "child_id");
+  absl::Status valid = ValidateRequiredSessionId(request->parent_id(), "parent_id");
+  if (valid.ok()) valid = ValidateSessionId(request->child_id(), "child_id");
   if (!valid.ok()) {
     FinishUnary(reactor, "ForkSession", start, valid);
     return reactor;
@@ -183,9 +182,9 @@ grpc::ServerUnaryReactor* GdnServiceImpl::DescribeSession(
     gdn::v1::DescribeSessionResponse* response) {
   const absl::Time start = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (request->session_id().empty()) {
-    FinishUnary(reactor, "DescribeSession", start,
-                absl::InvalidArgumentError("session_id: must not be empty"));
+  if (absl::Status s = ValidateRequiredSessionId(request->session_id(), "session_id");
+      !s.ok()) {
+    FinishUnary(reactor, "DescribeSession", start, s);
     return reactor;
   }
   if (absl::Status s = service_->EnterCall(); !s.ok()) {

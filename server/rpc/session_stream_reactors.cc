@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/rpc/grpc_status.h"
+#include "server/sessions/session_id.h"
 #include "server/sessions/session_ops.h"
 
 namespace gdn {
@@ -11,8 +12,8 @@ namespace gdn {
 ExportSessionReactor::ExportSessionReactor(const ServiceContext* service,
                                            std::string session_id)
     : service_(service), start_(absl::Now()), session_id_(std::move(session_id)) {
-  if (session_id_.empty()) {
-    FinishWith(absl::InvalidArgumentError("session_id: must not be empty"));
+  if (absl::Status s = ValidateRequiredSessionId(session_id_, "session_id"); !s.ok()) {
+    FinishWith(s);
     return;
   }
   if (absl::Status s = service_->EnterCall(); !s.ok()) {
@@ -77,10 +78,7 @@ ImportSessionReactor::ImportSessionReactor(
 
 void ImportSessionReactor::OnReadDone(bool ok) {
   if (ok) {
-    absl::Status status = assembler_.Add(chunk_);
-    if (status.ok() && chunk_.offset() == 0) {
-      status = ValidateSessionId(chunk_.session_id(), "session_id");
-    }
+    absl::Status status = assembler_.Add(chunk_);  // validates every chunk's id
     if (!status.ok()) {
       FinishWith(status);  // the rest of the stream is not read
       return;

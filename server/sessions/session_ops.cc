@@ -6,21 +6,6 @@
 
 namespace gdn {
 
-absl::Status ValidateSessionId(absl::string_view id, absl::string_view field) {
-  constexpr size_t kMaxIdBytes = 256;
-  if (id.size() > kMaxIdBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": at most ", kMaxIdBytes, " bytes, got ", id.size()));
-  }
-  for (char c : id) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": control characters are not allowed"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 std::string GenerateSessionId(const StateCache& cache) {
   static absl::BitGen* gen = new absl::BitGen();  // engine thread only
   while (true) {

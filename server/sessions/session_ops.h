@@ -9,14 +9,11 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "gdn/v1/gdn.pb.h"
+#include "server/sessions/session_id.h"
 #include "server/sessions/session_transfer.h"
 #include "state_cache/state_cache.h"
 
 namespace gdn {
-
-// InvalidArgument for ids the server does not take (too long, control
-// characters). Empty ids are handled by the callers (server-generated).
-absl::Status ValidateSessionId(absl::string_view id, absl::string_view field);
 
 // A fresh id ("s-" + 32 hex digits) no session of `cache` has.
 std::string GenerateSessionId(const StateCache& cache);

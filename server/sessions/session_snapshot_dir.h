@@ -3,9 +3,10 @@
 // rebalancing behind a consistent-hash proxy).
 //
 // Files, all in DIR (one flat directory shared by the servers):
-//   <escaped id>.gdnsnap                a session, "GDNSNAP1" format
+//   <escaped id>.gdnsnap                a session, "GDNSNAP2" format
 //                                       (proto/session_file.h: exactly the
-//                                       ImportSession stream)
+//                                       ImportSession stream, a CRC-32 per
+//                                       chunk; "GDNSNAP1" files still read)
 //   <escaped id>.gdnsnap.<token>.tmp    being written (never read)
 //   <escaped id>.gdnsnap.<token>.claimed  being restored by one server
 //   <escaped id>.gdnsnap.<token>.rejected a file that failed validation,
@@ -24,11 +25,13 @@
 // Restoring: a server claims <escaped id>.gdnsnap by renaming it to its own
 // .claimed name, an atomic step only one server can win (the others find no
 // file: NOT_FOUND). It then imports it exactly as ImportSession would
-// (ImportAssembler: LayerConfig equal to the server's, every layer complete)
-// and deletes the claimed file once the import committed. A malformed file
-// or a LayerConfig mismatch is renamed .rejected (never deleted) and the
-// call fails with DATA_LOSS / FAILED_PRECONDITION; when the cache has no room
-// (RESOURCE_EXHAUSTED) the file is put back for a later try.
+// (ImportAssembler: LayerConfig equal to the server's, every layer complete,
+// every state value finite and bounded) and deletes the claimed file once
+// the import committed. A malformed file (a checksum that does not match, a
+// bad state value) or a LayerConfig mismatch is renamed .rejected (never
+// deleted) and the call fails with DATA_LOSS / FAILED_PRECONDITION; when the
+// cache has no room (RESOURCE_EXHAUSTED) the file is put back for a later
+// try.
 //
 // Not handled: a server killed between claim and import leaves a .claimed
 // file (and a writer killed mid-write a .tmp file); neither is ever served,

@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "proto/tensor_codec.h"
+#include "server/sessions/session_id.h"
+#include "server/sessions/state_values.h"
 
 namespace gdn {
 
@@ -100,6 +102,8 @@ std::vector<gdn::v1::SessionChunk> MakeExportChunks(
 ImportAssembler::ImportAssembler(gdn::v1::LayerConfig expected,
                                  size_t page_bytes)
     : expected_(std::move(expected)), page_bytes_(page_bytes) {
+  // The server's own config: its state dtype always parses.
+  ParseStateDType(expected_.state_dtype(), &state_dtype_);
   states_.layers.resize(expected_.num_layers());
   seen_.assign(expected_.num_layers(), false);
 }
@@ -112,11 +116,24 @@ absl::Status ImportAssembler::CloseCurrentLayer() {
         "layer ", current_layer_, ": received ", bytes.size(), " of ",
         current_bytes_, " bytes before the next layer or the end"));
   }
+  // Values as soon as a layer is complete: a bad one ends the stream there.
+  if (!bytes.empty()) {
+    if (absl::Status s = CheckStateValues(bytes, state_dtype_, expected_.num_v_heads(),
+                                          expected_.head_dim_k(), expected_.head_dim_v(),
+                                          current_layer_);
+        !s.ok()) {
+      return s;
+    }
+  }
   current_layer_ = -1;
   return absl::OkStatus();
 }
 
 absl::Status ImportAssembler::Add(const gdn::v1::SessionChunk& chunk) {
+  // Every chunk's id, before any message could echo it.
+  if (absl::Status s = ValidateRequiredSessionId(chunk.session_id(), "session_id"); !s.ok()) {
+    return s;
+  }
   if (!any_chunk_) {
     any_chunk_ = true;
     if (!chunk.has_config()) {
@@ -125,9 +142,6 @@ absl::Status ImportAssembler::Add(const gdn::v1::SessionChunk& chunk) {
     }
     if (absl::Status s = CheckLayerConfig(chunk.config(), expected_); !s.ok()) {
       return s;
-    }
-    if (chunk.session_id().empty()) {
-      return absl::InvalidArgumentError("session_id: must not be empty");
     }
     states_.session_id = chunk.session_id();
   } else if (chunk.session_id() != states_.session_id) {

@@ -59,8 +59,10 @@ std::vector<gdn::v1::SessionChunk> MakeExportChunks(
 // Checks: a config on the first chunk equal to the server's, one session id
 // throughout, layers in range and not repeated, layer_bytes 0 or page_bytes,
 // pieces contiguous from offset 0, complete layers, every layer present,
-// positions >= 0 (and 0 for a zero state). Errors are InvalidArgument (FailedPrecondition for a
-// config mismatch) naming what is wrong.
+// positions >= 0 (and 0 for a zero state), every session id valid
+// (session_id.h), every state value finite and bounded (state_values.h,
+// checked as each layer completes). Errors are InvalidArgument
+// (FailedPrecondition for a config mismatch) naming what is wrong.
 class ImportAssembler {
  public:
   ImportAssembler(gdn::v1::LayerConfig expected, size_t page_bytes);
@@ -73,6 +75,7 @@ class ImportAssembler {
 
   const gdn::v1::LayerConfig expected_;
   const size_t page_bytes_;
+  StateDType state_dtype_ = StateDType::kF32;  // expected_'s
   SessionStates states_;
   std::vector<bool> seen_;  // [num_layers]
   bool any_chunk_ = false;

@@ -205,6 +205,10 @@ TEST(OracleTest, FusedGatingFormula) {
   EXPECT_DOUBLE_EQ(FusedBeta(0.0), 0.5);
   EXPECT_DOUBLE_EQ(FusedBeta(2.0), 1.0 / (1.0 + std::exp(-2.0)));
   EXPECT_LE(FusedDecay(-50.0, 3.0, 0.0), 0.0);
+  // Past float64's exp range: e^750 overflows and softplus(-800) underflows
+  // to 0, whose product was a NaN; the value is e^(750 - 800).
+  EXPECT_NEAR(FusedDecay(-800.0, 750.0, 0.0), -std::exp(-50.0), 1e-12 * std::exp(-50.0));
+  EXPECT_EQ(FusedDecay(-1e30, 100.0, 0.0), 0.0);
 
   // A fused run equals the direct run fed the same g and beta.
   std::mt19937 rng(5);

@@ -239,6 +239,9 @@ TEST_P(ForwardRequestReaderTest, GatingTensors) {
                   {"beta: expected shape [13, 4]"});
     ExpectInvalid([](auto& r) { SetFloat(r.mutable_g(), 17, 0.25f); },
                   {"g: element 17", "<= 0"});
+    // Finite but below the floor the chunked prefill's 64-token sums need.
+    ExpectInvalid([](auto& r) { SetFloat(r.mutable_g(), 4, -1e38f); },
+                  {"g: element 4", ">= -2^120"});
     ExpectInvalid([](auto& r) { SetFloat(r.mutable_beta(), 5, 1.5f); },
                   {"beta: element 5", "[0, 1]"});
     ExpectInvalid(

@@ -1,8 +1,9 @@
-// --snapshot_dir: the file name escaping, the atomic write, the GDNSNAP1 file
-// codec and the drain gate alone; then real in-process servers sharing one
-// directory: a drain writes every session, another server restores it on
-// first use and continues bit for bit, draining refuses new calls, two
-// servers race for one file, bad files are kept as .rejected.
+// --snapshot_dir: the file name escaping, the atomic write and the drain
+// gate alone (the file codec: tests/proto/session_file_test.cc); then real
+// in-process servers sharing one directory: a drain writes every session,
+// another server restores it on first use and continues bit for bit,
+// draining refuses new calls, two servers race for one file, bad files are
+// kept as .rejected.
 #include "server/sessions/session_snapshot_dir.h"
 
 #include <stdlib.h>
@@ -168,49 +169,6 @@ TEST(WriteFileAtomicallyTest, WritesReplacesAndLeavesNoTemporaryFile) {
   EXPECT_THAT(dir.Names(), ::testing::ElementsAre("f.gdnsnap"));
   EXPECT_FALSE(WriteFileAtomically(dir.path() + "/no/such/dir/f", "x").ok());
   EXPECT_THAT(dir.Names(), ::testing::ElementsAre("f.gdnsnap"));
-}
-
-std::vector<v1::SessionChunk> SomeChunks() {
-  std::vector<v1::SessionChunk> chunks(3);
-  for (int i = 0; i < 3; ++i) {
-    chunks[i].set_session_id("s");
-    chunks[i].set_layer(i);
-    chunks[i].set_position(10 * i);
-    chunks[i].set_data(std::string(1000 + i, static_cast<char>('a' + i)));
-    chunks[i].set_layer_bytes(1000 + i);
-  }
-  chunks[0].mutable_config()->set_num_layers(3);
-  return chunks;
-}
-
-TEST(SessionFileTest, RoundTripsAndRejectsDamage) {
-  const std::vector<v1::SessionChunk> chunks = SomeChunks();
-  const std::string file = wire::EncodeSessionFile(chunks);
-  EXPECT_EQ(file.substr(0, 8), "GDNSNAP1");
-  absl::StatusOr<std::vector<v1::SessionChunk>> back =
-      wire::DecodeSessionFile(file, "f");
-  ASSERT_TRUE(back.ok()) << back.status();
-  ASSERT_EQ(back->size(), chunks.size());
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    EXPECT_EQ((*back)[i].SerializeAsString(), chunks[i].SerializeAsString());
-  }
-  std::string appended(wire::kSessionFileMagic);
-  for (const auto& c : chunks) wire::AppendSessionFileChunk(c, &appended);
-  EXPECT_EQ(appended, file);
-
-  for (size_t cut : {file.size() - 1, file.size() / 2, size_t{9}}) {
-    absl::StatusOr<std::vector<v1::SessionChunk>> truncated =
-        wire::DecodeSessionFile(file.substr(0, cut), "f");
-    EXPECT_EQ(truncated.status().code(), absl::StatusCode::kDataLoss) << cut;
-  }
-  EXPECT_EQ(wire::DecodeSessionFile("GDNSNAP2", "f").status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(wire::DecodeSessionFile("", "f").status().code(),
-            absl::StatusCode::kInvalidArgument);
-  absl::StatusOr<std::vector<v1::SessionChunk>> empty =
-      wire::DecodeSessionFile("GDNSNAP1", "f");
-  ASSERT_TRUE(empty.ok());
-  EXPECT_TRUE(empty->empty());
 }
 
 TEST(DrainGateTest, RefusesOnceDrainingAndWaitsForThoseInside) {

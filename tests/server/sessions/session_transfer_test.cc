@@ -1,11 +1,15 @@
 #include "server/sessions/session_transfer.h"
 
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/dtype_convert.h"
 #include "tests/server/test_random.h"
 
 namespace gdn {
@@ -13,7 +17,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr size_t kPageBytes = 4096;
+// One fp32 state page of Options(): [Hv 4, K 64, V 64].
+constexpr size_t kPageBytes = 4 * 64 * 64 * sizeof(float);
 
 GdnOptions Options() {
   GdnOptions o;
@@ -32,10 +37,15 @@ class SessionTransferTest : public ::testing::Test {
     config_ = MakeLayerConfig(3, Options());
     states_.session_id = "sess-" + std::to_string(rng_() % 1000);
     states_.layers.resize(3);
+    // Finite values a state can hold (import checks them): uniform [-1, 1].
+    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
     for (int layer : {0, 2}) {  // layer 1 stays a zero state
       states_.layers[layer].position = 1 + rng_() % 500;
       states_.layers[layer].bytes.resize(kPageBytes);
-      for (uint8_t& b : states_.layers[layer].bytes) b = rng_() & 0xff;
+      for (size_t i = 0; i < kPageBytes; i += sizeof(float)) {
+        const float x = value(rng_);
+        std::memcpy(&states_.layers[layer].bytes[i], &x, sizeof(x));
+      }
     }
   }
 
@@ -95,7 +105,7 @@ TEST_F(SessionTransferTest, ConfigMismatchIsFailedPrecondition) {
 
 TEST_F(SessionTransferTest, MalformedStreamsAreRejected) {
   const std::vector<gdn::v1::SessionChunk> good =
-      MakeExportChunks(states_, config_, 1024);  // 4 pieces per full layer
+      MakeExportChunks(states_, config_, kPageBytes / 4);  // 4 pieces per full layer
   struct Case {
     const char* name;
     std::function<void(std::vector<gdn::v1::SessionChunk>&)> mutate;
@@ -126,6 +136,61 @@ TEST_F(SessionTransferTest, MalformedStreamsAreRejected) {
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(r.status().message()), HasSubstr(tc.expect));
   }
+}
+
+// Imported states are checked like Forward's inputs (issue 21, defect 3: a
+// NaN, an infinity or a huge value imported silently and the next Forward
+// returned NaN): every element finite with |x| <= 1e30, else InvalidArgument
+// naming the layer and the element, and nothing is assembled.
+TEST_F(SessionTransferTest, StateValuesMustBeFiniteAndBounded) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float bad_values[] = {std::nanf(""), inf, -inf, 1.01e30f, -3e38f};
+  // Element 4161 of [Hv 4, K 64, V 64] is head 1, k 1, v 1.
+  constexpr size_t kElement = 4096 + 64 + 1;
+  for (float bad : bad_values) {
+    SCOPED_TRACE(::testing::Message() << "value " << bad);
+    SessionStates states = states_;
+    std::memcpy(&states.layers[2].bytes[kElement * sizeof(float)], &bad, sizeof(bad));
+    const absl::StatusOr<SessionStates> r =
+        Import(MakeExportChunks(states, config_, kPageBytes / 3));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(r.status().message(), HasSubstr("layer 2"));
+    EXPECT_THAT(r.status().message(), HasSubstr("element 4161 (head 1, k 1, v 1)"));
+  }
+  // At the bound, denormals and signed zeros are states like any other.
+  const float fine_values[] = {1e30f, -1e30f, 1e-45f, -0.0f};
+  for (float fine : fine_values) {
+    SessionStates states = states_;
+    std::memcpy(&states.layers[0].bytes[0], &fine, sizeof(fine));
+    EXPECT_TRUE(Import(MakeExportChunks(states, config_, kPageBytes)).ok()) << fine;
+  }
+}
+
+TEST_F(SessionTransferTest, Bf16StateValuesAreCheckedToo) {
+  GdnOptions options = Options();
+  options.state_dtype = StateDType::kBF16;
+  const gdn::v1::LayerConfig config = MakeLayerConfig(3, options);
+  constexpr size_t kBf16PageBytes = kPageBytes / 2;
+  SessionStates states;
+  states.session_id = "bf16";
+  states.layers.resize(3);
+  states.layers[1].position = 7;
+  states.layers[1].bytes.assign(kBf16PageBytes, 0);
+  auto import = [&](const SessionStates& s) -> absl::Status {
+    ImportAssembler assembler(config, kBf16PageBytes);
+    for (const auto& chunk : MakeExportChunks(s, config, kBf16PageBytes)) {
+      if (absl::Status st = assembler.Add(chunk); !st.ok()) return st;
+    }
+    return assembler.Finish().status();
+  };
+  EXPECT_TRUE(import(states).ok());
+  const uint16_t nan = FloatToBf16(std::nanf(""));
+  std::memcpy(&states.layers[1].bytes[2 * 3], &nan, sizeof(nan));  // element 3
+  const absl::Status s = import(states);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("layer 1"));
+  EXPECT_THAT(s.message(), HasSubstr("element 3 (head 0, k 0, v 3)"));
 }
 
 }  // namespace
