@@ -73,7 +73,7 @@ def test_export_import_round_trip(client):
     _step(client, sid, 0, 0, rows(x, 0, 5))
     _step(client, sid, 2, 0, rows(x, 0, 7))
     data = client.export_session(sid)
-    assert data.startswith(b"GDNSNAP1")
+    assert data.startswith(b"GDNSNAP2")
     snap = snapshot.decode_file(data)
     assert snap.session_id == sid and snap.config.num_layers == 3
     positions = {layer.layer: layer.position for layer in snap.layers}

@@ -26,7 +26,7 @@ def test_chunks_round_trip():
 
 def test_file_round_trip():
     data = encode_file(_snapshot())
-    assert data[:8] == b"GDNSNAP1"
+    assert data[:8] == b"GDNSNAP2"
     assert decode_file(data) == _snapshot()
 
 
@@ -40,3 +40,17 @@ def test_damage_is_reported():
     del chunks[2]
     with pytest.raises(InvalidArgument, match="offset"):
         snapshot_from_chunks(chunks)
+
+
+def test_flipped_bytes_fail_their_checksum_and_version_1_still_reads():
+    from gdn_serve.wire import encode_varint
+    data = bytearray(encode_file(_snapshot()))
+    data[len(data) // 2] ^= 0x10  # inside a state payload
+    with pytest.raises(DataLoss, match="CRC-32"):
+        decode_file(bytes(data))
+    # Version 1: the same records without checksums (files written before).
+    parts = [b"GDNSNAP1"]
+    for c in snapshot_to_chunks(_snapshot(), 1 << 20):
+        body = c.SerializeToString()
+        parts += [encode_varint(len(body)), body]
+    assert decode_file(b"".join(parts)) == _snapshot()

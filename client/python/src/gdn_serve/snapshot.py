@@ -1,14 +1,18 @@
 """The session snapshot file (".gdnsnap"), as gdn-cli export / import and the
 server's --snapshot_dir write it (proto/session_file.h, client/session_snapshot.h).
 
-Format: the 8-byte magic b"GDNSNAP1", then the session's SessionChunk messages,
-each length-delimited (varint length, message bytes): exactly the stream
-ImportSession takes, the first chunk carrying the LayerConfig.
+Format, version 2 (written): the 8-byte magic b"GDNSNAP2", then the session's
+SessionChunk messages, each as a varint length, the message bytes and the
+CRC-32 of those bytes (zlib's crc32, 4 bytes little-endian): exactly the
+stream ImportSession takes, the first chunk carrying the LayerConfig. A
+checksum that does not match is DataLoss. Version 1 (b"GDNSNAP1", read only):
+the same without checksums.
 
 A Snapshot is the assembled form: per layer its position and the bytes of one
 state page ([Hv, K, V] of the state dtype; empty for a zero state).
 """
 
+import zlib
 from dataclasses import dataclass, field
 from typing import Iterable, List
 
@@ -16,10 +20,11 @@ from ._proto import gdn_pb2
 from .errors import DataLoss, InvalidArgument
 from .wire import encode_varint
 
-__all__ = ["MAGIC", "FILE_CHUNK_BYTES", "LayerState", "Snapshot", "snapshot_from_chunks",
+__all__ = ["MAGIC", "MAGIC_V1", "FILE_CHUNK_BYTES", "LayerState", "Snapshot", "snapshot_from_chunks",
            "snapshot_to_chunks", "encode_file", "decode_file"]
 
-MAGIC = b"GDNSNAP1"
+MAGIC = b"GDNSNAP2"
+MAGIC_V1 = b"GDNSNAP1"  # read only: no checksums
 # Bytes of state per chunk in a file (gdn-cli's WriteSnapshotFile).
 FILE_CHUNK_BYTES = 1 << 20
 
@@ -105,6 +110,7 @@ def encode_file(snapshot: Snapshot) -> bytes:
         body = c.SerializeToString()
         parts.append(encode_varint(len(body)))
         parts.append(body)
+        parts.append(zlib.crc32(body).to_bytes(4, "little"))
     return b"".join(parts)
 
 
@@ -112,8 +118,9 @@ def decode_file(data: bytes, name: str = "snapshot") -> Snapshot:
     """A .gdnsnap file's bytes -> Snapshot. InvalidArgument without the magic,
     DataLoss when a chunk is truncated or corrupt."""
     data = bytes(data)
-    if not data.startswith(MAGIC):
+    if not (data.startswith(MAGIC) or data.startswith(MAGIC_V1)):
         raise InvalidArgument("%s is not a gdn session snapshot (no %s magic)" % (name, MAGIC.decode()))
+    checksums = data.startswith(MAGIC)
     chunks = []
     pos = len(MAGIC)
     while pos < len(data):
@@ -131,11 +138,19 @@ def decode_file(data: bytes, name: str = "snapshot") -> Snapshot:
         if pos + size > len(data):
             raise DataLoss("%s: chunk %d claims %d bytes, more than the file holds "
                            "(truncated or corrupt)" % (name, len(chunks), size))
+        body = data[pos:pos + size]
+        pos += size
+        if checksums:
+            if pos + 4 > len(data):
+                raise DataLoss("%s: chunk %d has no checksum (truncated)" % (name, len(chunks)))
+            if zlib.crc32(body) != int.from_bytes(data[pos:pos + 4], "little"):
+                raise DataLoss("%s: chunk %d fails its CRC-32 (the file is damaged)"
+                               % (name, len(chunks)))
+            pos += 4
         chunk = gdn_pb2.SessionChunk()
         try:
-            chunk.ParseFromString(data[pos:pos + size])
+            chunk.ParseFromString(body)
         except Exception:  # protobuf's DecodeError
             raise DataLoss("%s: chunk %d is truncated or corrupt" % (name, len(chunks)))
         chunks.append(chunk)
-        pos += size
     return snapshot_from_chunks(chunks)
