@@ -1,5 +1,6 @@
-// The engine thread's loop, admission, session commands and completion of
-// calls. Batches on lanes are in engine_batches.cc.
+// The engine thread's loop, session commands and completion of calls.
+// Admission is in engine_admission.cc, batches on lanes in
+// engine_batches.cc.
 #include "server/engine/engine.h"
 
 #include <algorithm>
@@ -9,7 +10,6 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "server/engine/admission.h"
 #include "server/engine/engine_internal.h"
 
 namespace gdn {
@@ -29,13 +29,6 @@ constexpr absl::Duration kSpinPoll = absl::Microseconds(50);
 // when the completion threads are idle: encoding one is a few header bytes
 // (o is sent in place), and the hop to another thread would cost more.
 constexpr size_t kInlineCompletionBytes = 256 << 10;
-
-std::string CacheNumbers(const StateCacheStats& s) {
-  return absl::StrCat("device pages ", s.device.pages_used, "/", s.device.pages_total,
-                      " used (", s.device.pages_pinned, " pinned), host pages ",
-                      s.host.pages_used, "/", s.host.pages_total, " used, page ",
-                      s.page_bytes, " bytes, ", s.sessions, " sessions");
-}
 
 }  // namespace
 
@@ -365,123 +358,6 @@ void Engine::FailPending(const absl::Status& status) {
   for (auto it = running_.begin(); it != running_.end();) {
     auto next = std::next(it);
     if (!(*it)->started) FinishCall(it, status);  // aborts its leases
-    it = next;
-  }
-}
-
-absl::Status Engine::RestoreMissingSessions(const ForwardCall& call) {
-  for (const ForwardSequence& seq : call.sequences) {
-    if (cache_->HasSession(seq.session)) continue;
-    absl::Status s = restorer_(*cache_, seq.session);
-    if (!s.ok() && !absl::IsNotFound(s)) return s;
-  }
-  return absl::OkStatus();
-}
-
-void Engine::AdmitWaiting(absl::Time now) {
-  auto key_state = [this](int32_t layer) {
-    return [this, layer](const std::string& session) {
-      KeyState state;
-      state.session_exists = cache_->HasSession(session);
-      if (!state.session_exists) return state;
-      absl::StatusOr<int64_t> position = cache_->Position(session, layer);
-      state.stored_position = position.ok() ? *position : 0;
-      const int32_t slot = slots_.Find(StateKey(session, layer));
-      if (slot >= 0) {
-        state.busy = true;
-        for (const ForwardSequence& seq : slots_[slot].owner->call->sequences) {
-          if (seq.session == session) state.running_tokens = seq.num_tokens;
-        }
-      }
-      return state;
-    };
-  };
-
-  for (auto it = waiting_.begin(); it != waiting_.end();) {
-    ForwardCall& call = **it;
-    absl::Status failure;
-    if (call.is_cancelled && call.is_cancelled()) {
-      failure = absl::CancelledError("cancelled by the client");
-    } else if (now >= call.deadline) {
-      failure = absl::DeadlineExceededError(absl::StrCat(
-          "deadline passed while waiting for earlier positions of layer ", call.layer,
-          " (sequences[0]: session '", call.sequences[0].session, "' position ",
-          call.sequences[0].position, ")"));
-    }
-    bool has_pending_command = false;
-    for (const ForwardSequence& seq : call.sequences) {
-      if (sessions_with_commands_.contains(seq.session)) has_pending_command = true;
-    }
-    if (failure.ok() && has_pending_command) {
-      ++it;  // a session command queued before it runs first
-      continue;
-    }
-    if (failure.ok() && restorer_) failure = RestoreMissingSessions(call);
-    if (failure.ok()) {
-      const AdmissionDecision decision =
-          DecideAdmission(call.layer, call.sequences, key_state(call.layer));
-      if (decision.action == AdmissionAction::kWait) {
-        ++it;
-        continue;
-      }
-      failure = decision.status;
-    }
-    std::unique_ptr<ForwardCall> owned = std::move(*it);
-    it = waiting_.erase(it);
-    std::vector<WriteLease> leases;
-    if (failure.ok()) failure = AcquireLeases(*owned, &leases);
-    if (!failure.ok()) {
-      FailWaiting(std::move(owned), std::move(failure));
-      continue;
-    }
-    auto running = std::make_unique<RunningCall>();
-    const size_t n = owned->sequences.size();
-    running->leases = std::move(leases);
-    running->planned_tokens.assign(n, 0);
-    running->done_tokens.assign(n, 0);
-    running->call = std::move(owned);
-    for (const ForwardSequence& seq : running->call->sequences) {
-      running->slots.push_back(
-          slots_.Assign(StateKey(seq.session, running->call->layer), running.get()));
-    }
-    running_.push_back(std::move(running));
-  }
-}
-
-absl::Status Engine::AcquireLeases(const ForwardCall& call, std::vector<WriteLease>* leases) {
-  for (const ForwardSequence& seq : call.sequences) {
-    absl::StatusOr<WriteLease> lease = cache_->AcquireForWrite(seq.session, call.layer);
-    if (!lease.ok()) {
-      // All or nothing: give back what this call already took.
-      for (const WriteLease& taken : *leases) cache_->Abort(taken);
-      leases->clear();
-      absl::Status status = lease.status();
-      if (status.code() == absl::StatusCode::kResourceExhausted) {
-        status = absl::ResourceExhaustedError(absl::StrCat(
-            "state cache full for session '", seq.session, "' layer ", call.layer, ": ",
-            status.message(), " [", CacheNumbers(cache_->Stats()), "]"));
-      }
-      return status;
-    }
-    leases->push_back(*lease);
-  }
-  return absl::OkStatus();
-}
-
-void Engine::DropUnstartedCancelled(absl::Time now) {
-  for (auto it = running_.begin(); it != running_.end();) {
-    auto next = std::next(it);
-    RunningCall& running = **it;
-    if (!running.started) {
-      const ForwardCall& call = *running.call;
-      if (call.is_cancelled && call.is_cancelled()) {
-        FinishCall(it, absl::CancelledError("cancelled by the client"));
-      } else if (now >= call.deadline) {
-        FinishCall(it, absl::DeadlineExceededError("deadline passed before the call could run"));
-      } else if (call.check_before_start) {
-        if (absl::Status s = call.check_before_start(); !s.ok()) FinishCall(it, std::move(s));
-      }
-    }
     it = next;
   }
 }

@@ -150,6 +150,7 @@ class Engine {
   void TakeIncoming();
   void RunCommands();
   void ExpireIdleSessions(absl::Time now);
+  // Admission (engine_admission.cc).
   void AdmitWaiting(absl::Time now);
   absl::Status AcquireLeases(const ForwardCall& call, std::vector<WriteLease>* leases);
   absl::Status RestoreMissingSessions(const ForwardCall& call);
