@@ -37,15 +37,13 @@ struct Region {
   char* device = nullptr;
   bool host_readable() const { return host != nullptr; }
 
-  // Released in reverse order when the last holder lets go: the backend's
-  // registration of host memory, then the mapping itself.
+  // Released when the last holder lets go, in reverse order of declaration:
+  // the backend's registration of host memory, then the mapping itself.
   std::shared_ptr<void> mapping;
   std::shared_ptr<void> registration;
 
   std::atomic<bool> revoked{false};
   std::atomic<int64_t> calls_in_flight{0};
-
-  ~Region() { registration.reset(); }  // before `mapping` goes
 };
 
 // One call's hold on the regions it names: counted in calls_in_flight while

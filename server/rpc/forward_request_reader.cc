@@ -247,7 +247,7 @@ absl::StatusOr<std::unique_ptr<ForwardCall>> ReadForwardRequest(
     packed.PointIntoBlock();
   }
   char* base = needs_block ? packed.block->data : nullptr;
-  auto hold = std::make_shared<RegionHold>();
+  std::shared_ptr<RegionHold> hold;  // made by the first ref (inline calls allocate none)
   // A ref resolved for `field`: held by the call; aligned for its dtype.
   auto resolve = [&](const wire::RegionRefField& ref, int64_t bytes, absl::string_view field,
                      DType dtype) -> absl::StatusOr<ResolvedRef> {
@@ -263,6 +263,7 @@ absl::StatusOr<std::unique_ptr<ForwardCall>> ReadForwardRequest(
           field, ".ref.offset: ", ref.offset, " is not aligned to its ", DTypeSize(dtype),
           "-byte elements"));
     }
+    if (hold == nullptr) hold = std::make_shared<RegionHold>();
     hold->Add(resolved->region);
     return resolved;
   };
@@ -366,7 +367,7 @@ absl::StatusOr<std::unique_ptr<ForwardCall>> ReadForwardRequest(
   call->inputs = std::move(packed);
   call->o_region = o_region;
   call->o_region_on_device = o_region_on_device;
-  if (!hold->empty()) {
+  if (hold != nullptr) {
     call->check_before_start = [hold = std::move(hold)]() -> absl::Status {
       if (const Region* r = hold->FirstRevoked()) {
         return absl::FailedPreconditionError(absl::StrCat(

@@ -11,20 +11,15 @@
 
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
-#include "kernels/cuda/cuda_backend.h"
 #include "kernels/dtype_convert.h"
+#include "tests/gpu/gpu_test_util.h"
 
 namespace gdn {
 namespace {
 
-class CudaRegionsTest : public ::testing::Test {
+// backend_: the cuda backend (gpu_test_util.h; skips without a device).
+class CudaRegionsTest : public gpu_test::CudaBackendTest {
  protected:
-  void SetUp() override {
-    if (!CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
-    absl::StatusOr<std::unique_ptr<Backend>> b = CreateCudaBackend(0);
-    ASSERT_TRUE(b.ok()) << b.status();
-    backend_ = std::move(*b);
-  }
   // `n` fp32 values in [-0.5, 0.5] on the device, in `dtype`.
   void* Upload(const std::vector<float>& values, DType dtype) {
     std::vector<char> bytes(values.size() * DTypeSize(dtype));
@@ -39,7 +34,6 @@ class CudaRegionsTest : public ::testing::Test {
   void TearDown() override {
     for (void* p : buffers_) backend_->Free(p);
   }
-  std::unique_ptr<Backend> backend_;
   std::vector<void*> buffers_;
 };
 

@@ -45,6 +45,20 @@ class ParsedResponse(NamedTuple):
     error_message: str
 
 
+def _read_packed(buf, pos: int, stop: int, out: List[int]) -> int:
+    """Appends the packed varints in buf[pos:stop] to out (1-byte ones inline:
+    shapes and positions are mostly small); returns stop."""
+    while pos < stop:
+        byte = buf[pos]
+        if byte < 0x80:
+            out.append(byte)
+            pos += 1
+        else:
+            value, pos = read_varint(buf, pos)
+            out.append(value)
+    return pos
+
+
 def _parse_tensor(buf, pos: int, end: int) -> Tuple[int, Tuple[int, ...], int, int]:
     """Tensor bytes [pos, end) -> (dtype, shape, data offset, data bytes), any field order."""
     dtype, shape, offset, nbytes = 0, [], 0, 0
@@ -55,15 +69,7 @@ def _parse_tensor(buf, pos: int, end: int) -> Tuple[int, Tuple[int, ...], int, i
             dtype, pos = read_varint(buf, pos)
         elif key == 0x12:  # packed shape
             length, pos = read_varint(buf, pos)
-            stop = pos + length
-            while pos < stop:
-                byte = buf[pos]
-                if byte < 0x80:
-                    shape.append(byte)
-                    pos += 1
-                else:
-                    value, pos = read_varint(buf, pos)
-                    shape.append(value)
+            pos = _read_packed(buf, pos, pos + length, shape)
         elif key == 0x1A:  # data
             nbytes, pos = read_varint(buf, pos)
             offset = pos
@@ -158,15 +164,7 @@ def parse_forward_response(buf: bytes) -> ParsedResponse:
             pos += length
         elif key == 0x12:  # positions, packed
             length, pos = read_varint(buf, pos + 1)
-            stop = pos + length
-            while pos < stop:
-                byte = buf[pos]
-                if byte < 0x80:
-                    positions.append(byte)
-                    pos += 1
-                else:
-                    value, pos = read_varint(buf, pos)
-                    positions.append(value)
+            pos = _read_packed(buf, pos, pos + length, positions)
         elif key == 0x10:  # positions, unpacked
             value, pos = read_varint(buf, pos + 1)
             positions.append(value)
