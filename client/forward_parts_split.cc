@@ -90,6 +90,8 @@ int64_t ForwardRequestWireSize(const wire::ForwardRequestParts& p) {
     if (!s.session_id.empty()) spec += 1 + WireFormatLite::StringSize(s.session_id);
     if (s.position != 0) spec += 1 + WireFormatLite::Int64Size(s.position);
     if (s.num_tokens != 0) spec += 1 + WireFormatLite::Int32Size(s.num_tokens);
+    if (s.draft) spec += 2;
+    if (s.checkpoint_interval != 0) spec += 1 + WireFormatLite::Int32Size(s.checkpoint_interval);
     n += Delimited(spec);
   }
   for (const wire::TensorParts* t : {&p.q, &p.k, &p.v, &p.g, &p.beta, &p.a, &p.b, &p.a_log,
@@ -161,8 +163,15 @@ absl::StatusOr<std::vector<ForwardPartRefs>> SplitForwardRequestParts(
     for (int64_t row = begin; row < end;) {
       const wire::SequenceField& s = request.sequences[seq];
       const int64_t take = std::min<int64_t>(s.num_tokens - taken_of_seq, end - row);
-      part.request.sequences.push_back(
-          {s.session_id, s.position + taken_of_seq, static_cast<int32_t>(take)});
+      if ((s.draft || s.checkpoint_interval != 0) && take != s.num_tokens) {
+        // Per-token and kept states are positioned within one call.
+        return absl::InvalidArgumentError(absl::StrCat(
+            s.draft ? "draft" : "state-keeping", " sequence '", s.session_id,
+            "' would be split across messages"));
+      }
+      part.request.sequences.push_back({s.session_id, s.position + taken_of_seq,
+                                        static_cast<int32_t>(take), s.draft,
+                                        s.checkpoint_interval});
       part.original_sequence.push_back(static_cast<int>(seq));
       row += take;
       taken_of_seq += take;

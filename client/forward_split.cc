@@ -49,7 +49,8 @@ wire::ForwardRequestParts PartsOf(const v1::ForwardRequest& request) {
   parts.layer = request.layer();
   parts.request_id = request.request_id();
   for (const v1::SequenceSpec& s : request.sequences()) {
-    parts.sequences.push_back({s.session_id(), s.position(), s.num_tokens()});
+    parts.sequences.push_back(
+        {s.session_id(), s.position(), s.num_tokens(), s.draft(), s.checkpoint_interval()});
   }
   for (const TensorField& f : kTensorFields) {
     if (!(request.*f.has)()) continue;
@@ -72,6 +73,8 @@ v1::ForwardRequest MessageOf(const wire::ForwardRequestParts& parts) {
     spec->set_session_id(s.session_id);
     spec->set_position(s.position);
     spec->set_num_tokens(s.num_tokens);
+    if (s.draft) spec->set_draft(true);
+    if (s.checkpoint_interval != 0) spec->set_checkpoint_interval(s.checkpoint_interval);
   }
   for (const TensorField& f : kTensorFields) {
     const wire::TensorParts& t = parts.*f.parts;

@@ -148,7 +148,8 @@ absl::Status GdnClient::CloseSession(const std::string& id) {
 }
 
 absl::StatusOr<std::string> GdnClient::ForkSession(const std::string& parent_id,
-                                                   const std::string& child_id) {
+                                                   const std::string& child_id,
+                                                   std::optional<int64_t> at_position) {
   const std::string key = RoutingKey(parent_id);
   if (options_.session_affinity && !child_id.empty() && RoutingKey(child_id) != key) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -159,6 +160,7 @@ absl::StatusOr<std::string> GdnClient::ForkSession(const std::string& parent_id,
   v1::ForkSessionRequest request;
   request.set_parent_id(parent_id);
   request.set_child_id(child_id);
+  if (at_position) request.set_at_position(*at_position);
   v1::ForkSessionResponse response;
   absl::Status status = Retry("ForkSession", [&](int attempt) {
     auto context = NewContext(key);
@@ -181,6 +183,22 @@ absl::StatusOr<v1::DescribeSessionResponse> GdnClient::DescribeSession(
   absl::Status status = Retry("DescribeSession", [&](int) {
     auto context = NewContext(RoutingKey(id));
     return FromGrpcStatus(stub_->DescribeSession(context.get(), request, &response));
+  });
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::CommitDraftResponse> GdnClient::CommitDraft(
+    const std::string& id, int64_t position, const std::vector<int32_t>& layers) {
+  v1::CommitDraftRequest request;
+  request.set_session_id(id);
+  request.set_position(position);
+  for (int32_t layer : layers) request.add_layers(layer);
+  v1::CommitDraftResponse response;
+  // A retry is harmless: a committed layer named again is already there.
+  absl::Status status = Retry("CommitDraft", [&](int) {
+    auto context = NewContext(RoutingKey(id));
+    return FromGrpcStatus(stub_->CommitDraft(context.get(), request, &response));
   });
   if (!status.ok()) return status;
   return response;
@@ -253,6 +271,8 @@ absl::StatusOr<v1::ForwardRequest> GdnClient::BuildForwardRequest(
     spec->set_session_id(s.session_id);
     spec->set_position(s.position);
     spec->set_num_tokens(s.num_tokens);
+    if (s.draft) spec->set_draft(true);
+    if (s.checkpoint_interval != 0) spec->set_checkpoint_interval(s.checkpoint_interval);
     t += s.num_tokens;
   }
   const std::vector<int64_t> qk_shape = {t, c.num_qk_heads(), c.head_dim_k()};

@@ -34,6 +34,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,12 @@ struct SequenceTokens {
   std::string session_id;
   int64_t position = 0;    // tokens this (session, layer) consumed before
   int32_t num_tokens = 0;  // new tokens, >= 1
+  // A speculative draft (2..8 tokens): the state after each token is kept
+  // until the next call's position (or CommitDraft) accepts some.
+  bool draft = false;
+  // Prefix reuse: keep the state at every multiple of this (a multiple of
+  // 64; position a multiple of 64) inside the sequence, for forks there.
+  int32_t checkpoint_interval = 0;
 };
 
 // fp32 inputs of a typed Forward, packed over T = sum of num_tokens tokens in
@@ -141,10 +148,17 @@ class GdnClient {
   // With session_affinity a non-empty child id must have the parent's
   // routing key (InvalidArgument otherwise); empty: the server picks one
   // (not through a proxy).
+  // With `at_position`, the child starts from the parent's kept states there
+  // (SequenceTokens::checkpoint_interval; gdn.proto ForkSessionRequest).
   absl::StatusOr<std::string> ForkSession(const std::string& parent_id,
-                                          const std::string& child_id = "");
+                                          const std::string& child_id = "",
+                                          std::optional<int64_t> at_position = std::nullopt);
   absl::StatusOr<v1::DescribeSessionResponse> DescribeSession(
       const std::string& id);
+  // Accepts position - p tokens of the open drafts of `layers` (empty: every
+  // layer with one) without a Forward call (gdn.proto CommitDraftRequest).
+  absl::StatusOr<v1::CommitDraftResponse> CommitDraft(const std::string& id, int64_t position,
+                                                      const std::vector<int32_t>& layers = {});
   // The sessions of the server this call reaches (through a proxy: one
   // server of several; ask each server directly for all of them).
   absl::StatusOr<std::vector<std::string>> ListSessions();

@@ -1,6 +1,7 @@
 #include "client/session.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -53,8 +54,10 @@ absl::Status Session::Resync() {
     num_layers = std::max(num_layers, l.layer() + 1);
   }
   positions_.assign(num_layers, 0);
+  drafts_.assign(num_layers, 0);
   for (const v1::LayerStateInfo& l : described->layers()) {
     if (l.layer() >= 0) positions_[l.layer()] = l.position();
+    if (l.layer() >= 0) drafts_[l.layer()] = l.draft_tokens();
   }
   return absl::OkStatus();
 }
@@ -64,6 +67,49 @@ absl::StatusOr<std::vector<float>> Session::Forward(int layer, int32_t num_token
   return ForwardSessions(client_, layer, {this}, {num_tokens}, inputs);
 }
 
+absl::StatusOr<std::vector<float>> Session::ForwardDraft(int layer, int32_t num_tokens,
+                                                         const ForwardInputs& inputs) {
+  return ForwardSessions(client_, layer, {this}, {num_tokens}, inputs, /*draft=*/true);
+}
+
+int32_t Session::draft_tokens(int layer) const {
+  return layer >= 0 && layer < static_cast<int>(drafts_.size()) ? drafts_[layer] : 0;
+}
+
+absl::Status Session::Accept(int layer, int32_t accepted) {
+  const int32_t tokens = draft_tokens(layer);
+  if (tokens == 0) {
+    return absl::FailedPreconditionError(absl::StrCat("layer ", layer, " has no open draft"));
+  }
+  if (accepted < 1 || accepted > tokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("accepted ", accepted, " of a draft of ", tokens, " tokens"));
+  }
+  positions_[layer] -= tokens - accepted;
+  drafts_[layer] = 0;
+  return absl::OkStatus();
+}
+
+absl::Status Session::Commit(int32_t accepted) {
+  // One CommitDraft per draft start position (layers usually share one).
+  std::map<int64_t, std::vector<int32_t>> by_base;
+  for (int layer = 0; layer < static_cast<int>(drafts_.size()); ++layer) {
+    if (drafts_[layer] == 0) continue;
+    if (accepted < 1 || accepted > drafts_[layer]) {
+      return absl::InvalidArgumentError(absl::StrCat("accepted ", accepted, " of layer ", layer,
+                                                     "'s draft of ", drafts_[layer], " tokens"));
+    }
+    by_base[positions_[layer] - drafts_[layer]].push_back(layer);
+  }
+  for (const auto& [base, layers] : by_base) {
+    absl::StatusOr<v1::CommitDraftResponse> done =
+        client_->CommitDraft(id_, base + accepted, layers);
+    if (!done.ok()) return done.status();
+    for (int32_t layer : layers) Accept(layer, accepted).IgnoreError();
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Session> Session::Fork(const std::string& child_id) const {
   absl::StatusOr<std::string> child =
       client_->ForkSession(id_, child_id.empty() ? NewSessionId(RoutingKey(id_)) : child_id);
@@ -71,11 +117,26 @@ absl::StatusOr<Session> Session::Fork(const std::string& child_id) const {
   return Session(client_, *std::move(child), positions_);
 }
 
+absl::StatusOr<Session> Session::ForkAt(int64_t position, const std::string& child_id) const {
+  absl::StatusOr<std::string> child = client_->ForkSession(
+      id_, child_id.empty() ? NewSessionId(RoutingKey(id_)) : child_id, position);
+  if (!child.ok()) return child.status();
+  return Session(client_, *std::move(child), std::vector<int64_t>(positions_.size(), position));
+}
+
+absl::StatusOr<std::vector<float>> Session::ForwardKeeping(int layer, int32_t num_tokens,
+                                                           const ForwardInputs& inputs,
+                                                           int32_t checkpoint_interval) {
+  return ForwardSessions(client_, layer, {this}, {num_tokens}, inputs, false,
+                         checkpoint_interval);
+}
+
 absl::Status Session::Close() { return client_->CloseSession(id_); }
 
 absl::StatusOr<std::vector<float>> ForwardSessions(
     GdnClient* client, int layer, const std::vector<Session*>& sessions,
-    const std::vector<int32_t>& num_tokens, const ForwardInputs& inputs) {
+    const std::vector<int32_t>& num_tokens, const ForwardInputs& inputs, bool draft,
+    int32_t checkpoint_interval) {
   if (sessions.size() != num_tokens.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         sessions.size(), " sessions but ", num_tokens.size(), " token counts"));
@@ -84,6 +145,8 @@ absl::StatusOr<std::vector<float>> ForwardSessions(
   specs.reserve(sessions.size());
   for (size_t i = 0; i < sessions.size(); ++i) {
     specs.push_back(sessions[i]->Next(layer, num_tokens[i]));
+    specs.back().draft = draft;
+    specs.back().checkpoint_interval = checkpoint_interval;
   }
   absl::StatusOr<ForwardOutputs> out = client->Forward(layer, specs, inputs);
   if (!out.ok()) {
@@ -99,6 +162,11 @@ absl::StatusOr<std::vector<float>> ForwardSessions(
   }
   for (size_t i = 0; i < sessions.size(); ++i) {
     sessions[i]->SetPosition(layer, out->positions[i]);
+    Session& s = *sessions[i];
+    if (layer >= 0 && layer < s.num_layers()) {
+      s.drafts_.resize(s.positions_.size(), 0);
+      s.drafts_[layer] = draft ? num_tokens[i] : 0;
+    }
   }
   return std::move(out->o);
 }

@@ -47,13 +47,34 @@ class Session {
   // server's new one; on FAILED_PRECONDITION the positions are resynced.
   absl::StatusOr<std::vector<float>> Forward(int layer, int32_t num_tokens,
                                              const ForwardInputs& inputs);
-  // Reads every layer's position from DescribeSession.
+  // Reads every layer's position (and open draft) from DescribeSession.
   absl::Status Resync();
+
+  // Speculative decoding. ForwardDraft sends `num_tokens` (2..8) draft
+  // tokens: o for all of them, the layer's position after all of them.
+  // Accept(layer, k) keeps the first k (1..T) locally: the layer's next
+  // Forward goes at the draft's position + k, which commits it on the
+  // server. Commit(k) does so now for every layer with a draft (CommitDraft:
+  // end of generation). Drafts stay open on the server until then.
+  absl::StatusOr<std::vector<float>> ForwardDraft(int layer, int32_t num_tokens,
+                                                  const ForwardInputs& inputs);
+  absl::Status Accept(int layer, int32_t accepted);
+  absl::Status Commit(int32_t accepted);
+  // Tokens of `layer`'s open draft (0: none).
+  int32_t draft_tokens(int layer) const;
 
   // A child sharing this session's states (copy-on-write) and positions. An
   // empty child id is replaced by NewSessionId(RoutingKey(id())); a given one
   // must have this session's routing key (InvalidArgument otherwise).
   absl::StatusOr<Session> Fork(const std::string& child_id = "") const;
+  // A child from this session's kept states at `position` (every layer at
+  // `position`; see ForwardKeeping), sharing them copy-on-write.
+  absl::StatusOr<Session> ForkAt(int64_t position, const std::string& child_id = "") const;
+  // Forward keeping the state at every multiple of `checkpoint_interval`
+  // (a multiple of 64; the layer's position a multiple of 64) inside it.
+  absl::StatusOr<std::vector<float>> ForwardKeeping(int layer, int32_t num_tokens,
+                                                    const ForwardInputs& inputs,
+                                                    int32_t checkpoint_interval);
   absl::Status Close();
 
  private:
@@ -63,16 +84,22 @@ class Session {
   GdnClient* client_;
   std::string id_;
   std::vector<int64_t> positions_;  // [num_layers]
+  std::vector<int32_t> drafts_;     // [num_layers] open draft tokens, 0: none
+  friend absl::StatusOr<std::vector<float>> ForwardSessions(
+      GdnClient*, int, const std::vector<Session*>&, const std::vector<int32_t>&,
+      const ForwardInputs&, bool, int32_t);
 };
 
 // One Forward call at `layer` over several sessions (a model runner's batch):
 // `num_tokens[i]` new tokens of `sessions[i]`, inputs packed in that order.
 // Fills positions from the sessions and advances them on success; on
 // FAILED_PRECONDITION resyncs every session of the call. The sessions must
-// share one routing key (InvalidArgument, nothing sent, otherwise).
+// share one routing key (InvalidArgument, nothing sent, otherwise). With
+// `draft`, every sequence is a draft (Session::ForwardDraft).
 absl::StatusOr<std::vector<float>> ForwardSessions(
     GdnClient* client, int layer, const std::vector<Session*>& sessions,
-    const std::vector<int32_t>& num_tokens, const ForwardInputs& inputs);
+    const std::vector<int32_t>& num_tokens, const ForwardInputs& inputs, bool draft = false,
+    int32_t checkpoint_interval = 0);
 
 }  // namespace gdn::client
 

@@ -55,10 +55,19 @@ absl::Status ValidateParams(const GdnOptions& options, const GdnParams& p,
   if (!p.final_pages) return Missing("final_pages", "always");
   if (!p.pool.base) return Missing("pool.base", "always");
   if (p.checkpoint_interval != 0) {
-    if (p.checkpoint_interval < 0 || p.checkpoint_interval % kCheckpointTokens != 0) {
+    if (p.checkpoint_interval == kPerTokenStates) {
+      for (int32_t i = 0; i < p.num_seqs; ++i) {
+        const int32_t len = p.cu_seqlens_host[i + 1] - p.cu_seqlens_host[i];
+        if (len > kMaxDecodeTokens) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "checkpoint_interval 1 (per-token states) takes sequences of at most ",
+              kMaxDecodeTokens, " tokens; sequence ", i, " has ", len));
+        }
+      }
+    } else if (p.checkpoint_interval < 0 || p.checkpoint_interval % kCheckpointTokens != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("checkpoint_interval must be a positive multiple of ", kCheckpointTokens,
-                       " tokens (or 0: none), got ", p.checkpoint_interval));
+                       " tokens, 1 (per-token states) or 0 (none), got ", p.checkpoint_interval));
     }
     if (!p.checkpoint_pages) return Missing("checkpoint_pages", "checkpoint_interval > 0");
     for (int32_t i = 0; i < p.num_seqs; ++i) {

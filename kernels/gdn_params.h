@@ -68,12 +68,19 @@ struct GdnParams {
   // it), is written to page checkpoint_pages[i * checkpoints_per_seq + m - 1]
   // in the pool's dtype; kZeroStatePage in a slot skips that state. Slots
   // past a sequence's count are not read.
+  // kPerTokenStates (1) instead writes the state after every token but the
+  // last (slot j - 1: after token j), for calls whose every sequence has at
+  // most kMaxDecodeTokens tokens: speculative drafts, whose accepted prefix
+  // is then kept without recomputing it.
   int32_t checkpoint_interval = 0;
   int32_t checkpoints_per_seq = 0;
   const int32_t* checkpoint_pages = nullptr;  // [N * checkpoints_per_seq], backend memory
 
   StatePoolView pool;
 };
+
+// GdnParams::checkpoint_interval asking for the state after every token.
+inline constexpr int32_t kPerTokenStates = 1;
 
 // Checkpoints of a sequence of `len` tokens at `interval`: the multiples of
 // the interval below len (none for interval <= 0). constexpr, so the CUDA

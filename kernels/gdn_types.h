@@ -82,6 +82,17 @@ inline constexpr int kMaxDecodeTokens = 8;
 // Epsilon of the in-kernel L2 norm.
 inline constexpr float kL2NormEps = 1e-6f;
 
+// The in-kernel L2 norm without overflow: sum(x^2) of a finite fp32 / bf16
+// row overflows once max|x| reaches ~2^64 / sqrt(K) (>= 2^60 for K <= 256),
+// and the norm would come out 0. Every backend computes the sum directly
+// and, only when it is not finite, multiplies the row by this exact power of
+// two and sums again: max|x| < 2^128 then gives a sum below 2^56 * K, the
+// largest element stays >= 2^-40 (normal, squares normal), and eps, 2^-200
+// below it, drops out: x / sqrt(sum x^2 + eps) = y / sqrt(sum y^2), y = x c.
+// The common case costs one compare per row. Tiny rows (1e-30) need nothing:
+// their squares underflow harmlessly far below eps.
+inline constexpr float kL2NormRescale = 0x1p-100f;
+
 // Returns InvalidArgument naming the first unsupported field, or OK.
 absl::Status ValidateOptions(const GdnOptions& options);
 

@@ -81,11 +81,39 @@ bool ExpectWireType(uint32_t tag, WireFormatLite::WireType type) {
   return WireFormatLite::GetTagWireType(tag) == type;
 }
 
-// Reads a length-delimited RegionRef.
-bool ReadRegionRef(CodedInputStream& in, RegionRefField* out) {
+// The next tag (0 at the end of the message or limit) as protobuf's parser
+// reads it. CodedInputStream takes a tag varint of up to 10 bytes and keeps
+// its low 32 bits, and field number 0; the parser refuses both, and so do
+// the scanners: such a tag comes back as kMalformedTag, whose wire type (7)
+// no field accepts and SkipField refuses.
+constexpr uint32_t kMalformedTag = 0xffffffff;
+uint32_t ReadTag(CodedInputStream& in) {
+  const int before = in.CurrentPosition();
+  const uint32_t tag = in.ReadTag();
+  if (tag == 0) return 0;
+  if (in.CurrentPosition() - before > 5 || WireFormatLite::GetTagFieldNumber(tag) == 0) {
+    return kMalformedTag;
+  }
+  return tag;
+}
+
+// Reads a length and limits the stream to that many bytes: false when the
+// length is missing or claims more bytes than are left (PushLimit alone
+// would silently stop at the enclosing limit and so accept a truncated
+// message, which protobuf's own parser refuses). The scanners push the
+// message's size first, so a limit is always in force.
+bool PushLength(CodedInputStream& in, CodedInputStream::Limit* limit) {
   uint32_t length = 0;
   if (!in.ReadVarint32(&length)) return false;
-  const CodedInputStream::Limit limit = in.PushLimit(static_cast<int>(length));
+  if (length > static_cast<uint32_t>(std::max(in.BytesUntilLimit(), 0))) return false;
+  *limit = in.PushLimit(static_cast<int>(length));
+  return true;
+}
+
+// Reads a length-delimited RegionRef.
+bool ReadRegionRef(CodedInputStream& in, RegionRefField* out) {
+  CodedInputStream::Limit limit;
+  if (!PushLength(in, &limit)) return false;
   gdn::v1::RegionRef ref;
   if (!ref.MergeFromCodedStream(&in) || !in.ConsumedEntireMessage()) return false;
   in.PopLimit(limit);
@@ -101,10 +129,10 @@ absl::Status ReadTensor(CodedInputStream& in, absl::string_view message,
                         absl::string_view name, TensorField* t) {
   if (t->present) return NotA(message, absl::StrCat(name, " appears twice"));
   t->present = true;
-  uint32_t length = 0;
-  if (!in.ReadVarint32(&length)) return NotA(message, absl::StrCat(name, ": truncated"));
-  const CodedInputStream::Limit limit = in.PushLimit(static_cast<int>(length));
-  while (const uint32_t tag = in.ReadTag()) {
+  CodedInputStream::Limit limit;
+  if (!PushLength(in, &limit)) return NotA(message, absl::StrCat(name, ": truncated"));
+  bool has_data = false;  // a data field came (even an empty one)
+  while (const uint32_t tag = ReadTag(in)) {
     switch (WireFormatLite::GetTagFieldNumber(tag)) {
       case 1: {  // dtype
         uint32_t dtype = 0;
@@ -121,11 +149,10 @@ absl::Status ReadTensor(CodedInputStream& in, absl::string_view message,
           t->shape.push_back(static_cast<int64_t>(dim));
           break;
         }
-        uint32_t packed = 0;
-        if (!ExpectWireType(tag, kLength) || !in.ReadVarint32(&packed)) {
+        CodedInputStream::Limit dims;
+        if (!ExpectWireType(tag, kLength) || !PushLength(in, &dims)) {
           return NotA(message, absl::StrCat(name, ".shape: malformed"));
         }
-        const CodedInputStream::Limit dims = in.PushLimit(static_cast<int>(packed));
         while (in.BytesUntilLimit() > 0) {
           if (!in.ReadVarint64(&dim)) return NotA(message, absl::StrCat(name, ".shape: malformed"));
           t->shape.push_back(static_cast<int64_t>(dim));
@@ -140,12 +167,16 @@ absl::Status ReadTensor(CodedInputStream& in, absl::string_view message,
         }
         t->data.offset = static_cast<size_t>(in.CurrentPosition());
         t->data.size = size;
+        has_data = true;
         if (!in.Skip(static_cast<int>(size))) {
           return NotA(message, absl::StrCat(name, ".data: truncated"));
         }
         break;
       }
       case 4: {  // ref: a RegionRef instead of data
+        // A second ref would merge into the first in protobuf's parser;
+        // refused like a tensor field twice.
+        if (t->has_ref) return NotA(message, absl::StrCat(name, ".ref appears twice"));
         if (!ExpectWireType(tag, kLength) || !ReadRegionRef(in, &t->ref)) {
           return NotA(message, absl::StrCat(name, ".ref: malformed"));
         }
@@ -159,7 +190,9 @@ absl::Status ReadTensor(CodedInputStream& in, absl::string_view message,
     }
   }
   if (!in.ConsumedEntireMessage()) return NotA(message, absl::StrCat(name, ": malformed"));
-  if (t->has_ref && t->data.size > 0) {
+  // Either order and even empty data: protobuf keeps whichever came last
+  // (a oneof), so a tensor with both is ambiguous.
+  if (t->has_ref && has_data) {
     return NotA(message, absl::StrCat(name, ": both data and ref; send one"));
   }
   in.PopLimit(limit);
@@ -167,10 +200,9 @@ absl::Status ReadTensor(CodedInputStream& in, absl::string_view message,
 }
 
 absl::Status ReadSequence(CodedInputStream& in, std::vector<SequenceField>* out) {
-  uint32_t length = 0;
   gdn::v1::SequenceSpec spec;
-  if (!in.ReadVarint32(&length)) return NotA("ForwardRequest", "sequences: truncated");
-  const CodedInputStream::Limit limit = in.PushLimit(static_cast<int>(length));
+  CodedInputStream::Limit limit;
+  if (!PushLength(in, &limit)) return NotA("ForwardRequest", "sequences: truncated");
   if (!spec.MergeFromCodedStream(&in) || !in.ConsumedEntireMessage()) {
     return NotA("ForwardRequest", absl::StrCat("sequences[", out->size(), "]: malformed"));
   }
@@ -179,6 +211,8 @@ absl::Status ReadSequence(CodedInputStream& in, std::vector<SequenceField>* out)
   field.session_id = std::move(*spec.mutable_session_id());
   field.position = spec.position();
   field.num_tokens = spec.num_tokens();
+  field.draft = spec.draft();
+  field.checkpoint_interval = spec.checkpoint_interval();
   out->push_back(std::move(field));
   return absl::OkStatus();
 }
@@ -329,10 +363,11 @@ absl::StatusOr<ForwardRequestFields> ScanForwardRequest(const WireMessage& messa
   SliceInputStream stream(message);
   CodedInputStream in(&stream);
   in.SetTotalBytesLimit(std::numeric_limits<int>::max());
+  in.PushLimit(static_cast<int>(message.size()));  // what PushLength checks against
   ForwardRequestFields f;
   TensorField* tensors[] = {&f.q, &f.k, &f.v, &f.g, &f.beta, &f.a, &f.b, &f.a_log, &f.dt_bias};
   static constexpr const char* kNames[] = {"q", "k", "v", "g", "beta", "a", "b", "a_log", "dt_bias"};
-  while (const uint32_t tag = in.ReadTag()) {
+  while (const uint32_t tag = ReadTag(in)) {
     const int field = WireFormatLite::GetTagFieldNumber(tag);
     if (field == 1 || field == 12) {  // layer, request_id
       uint64_t value = 0;
@@ -367,25 +402,28 @@ absl::StatusOr<ForwardRequestFields> ScanForwardRequest(const WireMessage& messa
 }
 
 absl::StatusOr<ForwardResponseFields> ScanForwardResponse(const WireMessage& message) {
+  if (message.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return NotA("ForwardResponse", "larger than 2 GiB");
+  }
   SliceInputStream stream(message);
   CodedInputStream in(&stream);
   in.SetTotalBytesLimit(std::numeric_limits<int>::max());
+  in.PushLimit(static_cast<int>(message.size()));  // what PushLength checks against
   ForwardResponseFields f;
-  while (const uint32_t tag = in.ReadTag()) {
+  while (const uint32_t tag = ReadTag(in)) {
     const int field = WireFormatLite::GetTagFieldNumber(tag);
     bool ok = true;
     if (field == 1 && ExpectWireType(tag, kLength)) {
       if (absl::Status s = ReadTensor(in, "ForwardResponse", "o", &f.o); !s.ok()) return s;
     } else if (field == 2 && ExpectWireType(tag, kLength)) {
-      uint32_t packed = 0;
-      ok = in.ReadVarint32(&packed);
-      const CodedInputStream::Limit limit = in.PushLimit(static_cast<int>(packed));
+      CodedInputStream::Limit limit;
+      ok = PushLength(in, &limit);
       uint64_t v = 0;
       while (ok && in.BytesUntilLimit() > 0) {
         ok = in.ReadVarint64(&v);
         f.positions.push_back(static_cast<int64_t>(v));
       }
-      in.PopLimit(limit);
+      if (ok) in.PopLimit(limit);
     } else if (field == 2 && ExpectWireType(tag, kVarint)) {
       uint64_t v = 0;
       ok = in.ReadVarint64(&v);
@@ -429,11 +467,17 @@ grpc::ByteBuffer EncodeForwardRequest(const ForwardRequestParts& parts) {
       if (!s.session_id.empty()) size += 1 + WireFormatLite::StringSize(s.session_id);
       if (s.position != 0) size += 1 + WireFormatLite::Int64Size(s.position);
       if (s.num_tokens != 0) size += 1 + WireFormatLite::Int32Size(s.num_tokens);
+      if (s.draft) size += 2;
+      if (s.checkpoint_interval != 0) {
+        size += 1 + WireFormatLite::Int32Size(s.checkpoint_interval);
+      }
       WireFormatLite::WriteTag(2, kLength, &out);
       out.WriteVarint32(static_cast<uint32_t>(size));
       if (!s.session_id.empty()) WireFormatLite::WriteString(1, s.session_id, &out);
       if (s.position != 0) WireFormatLite::WriteInt64(2, s.position, &out);
       if (s.num_tokens != 0) WireFormatLite::WriteInt32(3, s.num_tokens, &out);
+      if (s.draft) WireFormatLite::WriteBool(4, true, &out);
+      if (s.checkpoint_interval != 0) WireFormatLite::WriteInt32(5, s.checkpoint_interval, &out);
     }
   });
   const TensorParts* tensors[] = {&parts.q,    &parts.k, &parts.v, &parts.g,     &parts.beta,

@@ -114,6 +114,8 @@ struct SequenceField {
   std::string session_id;
   int64_t position = 0;
   int32_t num_tokens = 0;
+  bool draft = false;  // SequenceSpec.draft
+  int32_t checkpoint_interval = 0;  // SequenceSpec.checkpoint_interval
 };
 
 // Every field of a ForwardRequest; tensors by location.

@@ -39,7 +39,13 @@ int64_t NumElements(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) return -1;
-    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) return -1;
+  }
+  // A zero dimension makes the product 0 however large the others are.
+  for (int64_t d : shape) {
+    if (d == 0) return 0;
+  }
+  for (int64_t d : shape) {
+    if (n > std::numeric_limits<int64_t>::max() / d) return -1;
     n *= d;
   }
   return n;
@@ -107,8 +113,14 @@ absl::Status CheckTensorHeader(const TensorHeader& t, absl::string_view field, D
     return absl::InvalidArgumentError(absl::StrCat(field, ": expected shape ", expected,
                                                    ", got ", ShapeString(t.shape)));
   }
+  // An expected shape without a byte size (a negative dimension, or more
+  // than 2^64 bytes, which would wrap to a small size) matches no data.
   const int64_t n = NumElements(shape);
-  const uint64_t want_bytes = static_cast<uint64_t>(n < 0 ? 0 : n) * DTypeSize(dtype);
+  if (n < 0 || static_cast<uint64_t>(n) > UINT64_MAX / DTypeSize(dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": shape ", expected,
+                                                   " has no byte size"));
+  }
+  const uint64_t want_bytes = static_cast<uint64_t>(n) * DTypeSize(dtype);
   if (t.data_bytes != want_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": expected ", want_bytes,
                                                    " bytes of data for ", expected, ", got ",

@@ -10,8 +10,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "proto/grpc_transport.h"
-#include "server/sessions/session_transfer.h"
+#include "server/drain_listener.h"
 #include "server/ops/status_page.h"
+#include "server/sessions/session_transfer.h"
 
 #ifndef GDN_VERSION
 #define GDN_VERSION "0.0.0"
@@ -65,6 +66,10 @@ absl::StatusOr<std::unique_ptr<GdnServer>> GdnServer::Start(
   server->regions_ = std::make_unique<RegionRegistry>(backend_ptr);
   server->context_.regions = server->regions_.get();
   server->context_.region_access = {server->regions_.get(), backend_ptr, ""};
+  ChannelServer::Options channel_options;
+  channel_options.spin = config.channel_spin;
+  server->channels_ = std::make_unique<ChannelRegistry>(config.max_channels, channel_options);
+  server->context_.channels = server->channels_.get();
 
   server->context_.engine = server->engine_.get();
   server->context_.metrics = server->metrics_.get();
@@ -99,8 +104,16 @@ absl::StatusOr<std::unique_ptr<GdnServer>> GdnServer::Start(
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int bound_port = 0;
-  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(),
-                           &bound_port);
+  if (!config.snapshot_dir.empty() && !unix_socket) {
+    absl::StatusOr<std::unique_ptr<DrainListener>> listener =
+        DrainListener::Bind(grpc_host, requested_grpc_port);
+    if (!listener.ok()) return listener.status();
+    server->drain_listener_ = std::move(*listener);
+    bound_port = server->drain_listener_->port();
+  } else {
+    builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(),
+                             &bound_port);
+  }
   wire::TransportOptions transport;
   transport.max_message_bytes = config.max_message_bytes;
   transport.stream_window_bytes = config.grpc_window_bytes;
@@ -111,6 +124,9 @@ absl::StatusOr<std::unique_ptr<GdnServer>> GdnServer::Start(
   if (server->server_ == nullptr || (!unix_socket && bound_port == 0)) {
     return absl::UnavailableError(
         absl::StrCat("could not listen on ", config.listen));
+  }
+  if (server->drain_listener_ != nullptr) {
+    server->drain_listener_->Start(server->server_.get());
   }
   server->grpc_port_ = unix_socket ? 0 : bound_port;
   server->grpc_address_ =
@@ -150,10 +166,23 @@ void GdnServer::Shutdown() {
     }
     // The listener stays up (answering UNAVAILABLE) until the files exist.
     if (snapshot_dir_ != nullptr && engine_ != nullptr) DrainToSnapshotDir();
+    if (drain_listener_ != nullptr) {
+      // New connections are refused from here, the open ones end
+      // (DrainListener); the calls their peers sent before they saw the end
+      // still reach a handler ("draining") before gRPC shuts down.
+      drain_listener_->Close();
+      const int ended = drain_listener_->EndConnections();
+      absl::SleepFor(kConnectionEndMargin);
+      std::cerr << "gdn-server: drain: listener closed, " << ended
+                << " connection(s) ended" << std::endl;
+    }
     // Stops accepting, waits for in-flight calls (the engine keeps running
     // them), cancels what is left at the deadline.
     server_->Shutdown(absl::ToChronoTime(absl::Now() + config_.drain_timeout));
   }
+  // Channels stop taking requests (answering those posted UNAVAILABLE);
+  // calls they handed on complete in the engine.
+  if (channels_ != nullptr) channels_->StopAll();
   if (engine_ != nullptr) engine_->Stop();
   if (metrics_endpoint_ != nullptr) metrics_endpoint_->Stop();
   if (server_ != nullptr) server_->Wait();

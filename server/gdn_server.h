@@ -37,6 +37,9 @@ inline constexpr int kExitSessionsLost = 3;
 // "HOST:PORT" -> host and port ("[::1]:50051" keeps its brackets).
 bool SplitHostPort(const std::string& address, std::string* host, int* port);
 
+// The gRPC port of a server with --snapshot_dir over TCP (drain_listener.h).
+class DrainListener;
+
 class GdnServer {
  public:
   static absl::StatusOr<std::unique_ptr<GdnServer>> Start(
@@ -65,7 +68,9 @@ class GdnServer {
   // fail UNAVAILABLE, unapplied); (3) every session is written to
   // snapshot_dir (session_snapshot_dir.h) and closed; (4) only then does the
   // listener stop, so a proxy fails over (connection refused) only once the
-  // files are there.
+  // files are there; (5) the open connections end too (DrainListener in
+  // gdn_server.cc), and gRPC shuts down with no call in flight that it
+  // would cancel (CANCELLED, which clients do not retry).
   void Shutdown();
 
   // What step (3) of the last drain wrote (zeros without snapshot_dir).
@@ -91,9 +96,11 @@ class GdnServer {
   std::unique_ptr<Engine> engine_;
   // After engine_: released first (its regions unmap through the backend).
   std::unique_ptr<RegionRegistry> regions_;
+  std::unique_ptr<ChannelRegistry> channels_;
   ServiceContext context_;
   std::unique_ptr<GdnServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<DrainListener> drain_listener_;  // --snapshot_dir, TCP only
   std::unique_ptr<HttpEndpoint> metrics_endpoint_;
   std::string grpc_address_;
   std::string metrics_address_;

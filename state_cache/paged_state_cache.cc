@@ -53,7 +53,9 @@ absl::Status PagedStateCache::CreateSession(const std::string& id) {
 void PagedStateCache::DropSession(const std::string& id) {
   SessionRecord* session = sessions_.Find(id);
   GDN_CACHE_INVARIANT(session != nullptr && session->leases_in_flight == 0);
-  for (const LayerEntry& entry : session->layers) {
+  for (LayerEntry& entry : session->layers) {
+    ReleaseDraft(&entry);
+    ReleaseKept(&entry);
     if (entry.state != kNoState) store_->Release(entry.state);
   }
   sessions_.Erase(id);
@@ -78,6 +80,9 @@ absl::Status PagedStateCache::ForkSession(const std::string& parent,
   }
   // An in-place write would change the page under the child.
   if (source->leases_in_flight > 0) return WritesInFlight(*source, "fork");
+  if (const int32_t layer = FirstOpenDraft(*source); layer >= 0) {
+    return OpenDraftError(parent, layer, source->layers[layer], "fork");
+  }
   const absl::Time now = Now();
   SessionRecord* copy = sessions_.Insert(child, config_.num_layers, now);
   for (int32_t layer = 0; layer < config_.num_layers; ++layer) {
@@ -108,6 +113,8 @@ absl::StatusOr<SessionInfo> PagedStateCache::DescribeSession(
     LayerStateInfo& out = info.layers[layer];
     out.position = entry.position;
     out.has_state = entry.state != kNoState;
+    out.draft_tokens = entry.draft_tokens;
+    for (const LayerEntry::Kept& kept : entry.kept) out.kept_positions.push_back(kept.position);
     if (out.has_state) {
       out.tier = store_->tier(entry.state);
       out.shared_with = store_->refs(entry.state) - 1;
@@ -141,6 +148,8 @@ absl::Status PagedStateCache::MakeRoom(const SessionRecord& requester,
   if (ObtainableDevicePages(room, wanted, first_frees_host) >= wanted) {
     return absl::OkStatus();
   }
+  // Kept states go first (least recently used), before failing or evicting.
+  if (DropKeptForRoom(pinned_soon, wanted, first_frees_host)) return absl::OkStatus();
   if (config_.evict_lru_sessions_when_full) {
     std::optional<std::vector<std::string>> victims = PlanEviction(
         sessions_, *store_, requester.id, room, wanted, first_frees_host);
@@ -175,6 +184,7 @@ absl::StatusOr<WriteLease> PagedStateCache::AcquireForWrite(
     return absl::FailedPreconditionError(absl::StrCat(
         "session '", id, "' layer ", layer, " has a write in flight"));
   }
+  if (entry->draft_tokens > 0) return OpenDraftError(id, layer, *entry, "write");
   const StateId state = entry->state;
   const bool on_host =
       state != kNoState && store_->tier(state) == Tier::kHost;
@@ -255,6 +265,8 @@ void PagedStateCache::Commit(const WriteLease& lease, int64_t new_position) {
     }
   }
   entry->position = new_position;
+  AdoptLeasedDraft(entry);
+  AdoptLeasedKept(lease.session, lease.layer, entry);
   EndLease(session, entry);
   sessions_.Touch(session, Now());
 }
@@ -268,6 +280,8 @@ void PagedStateCache::Abort(const WriteLease& lease) {
       state != kNoState && store_->page(state) == entry->lease_write_page;
   if (!in_place) store_->ReturnDevicePage(entry->lease_write_page);
   if (state != kNoState) store_->Unpin(state);
+  ReturnLeasedDraft(entry);
+  ReturnLeasedKept(entry);
   EndLease(session, entry);
 }
 
@@ -283,6 +297,7 @@ absl::StatusOr<StateCache::LayerState> PagedStateCache::ExportLayer(
     return absl::FailedPreconditionError(absl::StrCat(
         "session '", id, "' layer ", layer, " has a write in flight"));
   }
+  if (entry->draft_tokens > 0) return OpenDraftError(id, layer, *entry, "export");
   LayerState out;
   out.position = entry->position;
   if (entry->state != kNoState) {
@@ -315,6 +330,8 @@ absl::Status PagedStateCache::ImportLayer(const std::string& id,
     return absl::FailedPreconditionError(absl::StrCat(
         "session '", id, "' layer ", layer, " has a write in flight"));
   }
+  ReleaseDraft(entry);  // the imported state replaces it
+  ReleaseKept(entry);
   const StateId old_state = entry->state;
   if (state.bytes.empty()) {
     if (old_state != kNoState) store_->Release(old_state);
@@ -370,6 +387,11 @@ StateCacheStats PagedStateCache::Stats() const {
   stats.evictions = evictions_;
   stats.cow_copies = cow_copies_;
   stats.expired = expired_;
+  stats.draft_pages = draft_pages_;
+  stats.draft_tokens = draft_tokens_;
+  stats.accepted_tokens = accepted_tokens_;
+  stats.kept_states = static_cast<int64_t>(kept_order_.size());
+  stats.kept_dropped = kept_dropped_;
   return stats;
 }
 
@@ -385,6 +407,7 @@ absl::Status PagedStateCache::CheckInvariants() const {
   std::vector<int32_t> refs(store_->max_states(), 0);
   std::vector<int32_t> pins(store_->max_states(), 0);
   int32_t loose = 0;
+  size_t kept_states = 0;
   for (const auto& [id, session] : sessions_.sessions()) {
     int32_t leased = 0;
     for (const LayerEntry& entry : session.layers) {
@@ -396,8 +419,26 @@ absl::Status PagedStateCache::CheckInvariants() const {
         }
         ++refs[entry.state];
       }
+      for (int32_t j = 0; j + 1 < entry.draft_tokens; ++j) {
+        const StateId draft = entry.draft_states[j];
+        if (draft < 0 || draft >= store_->max_states() || !store_->IsLive(draft)) {
+          return absl::InternalError(absl::StrCat(
+              "session '", id, "' draft references dead state ", draft));
+        }
+        ++refs[draft];
+      }
+      for (const LayerEntry::Kept& kept : entry.kept) {
+        if (kept.state < 0 || kept.state >= store_->max_states() || !store_->IsLive(kept.state)) {
+          return absl::InternalError(absl::StrCat(
+              "session '", id, "' kept state references dead state ", kept.state));
+        }
+        ++refs[kept.state];
+        ++kept_states;
+      }
       if (!entry.leased) continue;
       ++leased;
+      loose += entry.lease_draft_tokens > 0 ? entry.lease_draft_tokens - 1 : 0;
+      loose += static_cast<int32_t>(entry.lease_keep_pages.size());
       if (entry.state != kNoState) ++pins[entry.state];
       if (entry.state == kNoState ||
           store_->page(entry.state) != entry.lease_write_page) {
@@ -409,6 +450,10 @@ absl::Status PagedStateCache::CheckInvariants() const {
           "session '", id, "' counts ", session.leases_in_flight,
           " leases, its layers ", leased));
     }
+  }
+  if (kept_states != kept_order_.size()) {
+    return absl::InternalError(absl::StrCat("layers hold ", kept_states, " kept states, the ",
+                                            "recency order ", kept_order_.size()));
   }
   return store_->CheckConsistency(refs, pins, loose);
 }

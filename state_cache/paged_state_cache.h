@@ -16,8 +16,11 @@
 #ifndef GDN_STATE_CACHE_PAGED_STATE_CACHE_H_
 #define GDN_STATE_CACHE_PAGED_STATE_CACHE_H_
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "state_cache/session_table.h"
@@ -50,6 +53,22 @@ class PagedStateCache final : public StateCache {
   void Commit(const WriteLease& lease, int64_t new_position) override;
   void Abort(const WriteLease& lease) override;
 
+  // Drafts: paged_state_cache_drafts.cc.
+  absl::StatusOr<WriteLease> AcquireForDraft(const std::string& session, int32_t layer,
+                                             int32_t tokens) override;
+  absl::Status AcceptDraft(const std::string& session, int32_t layer,
+                           int64_t position) override;
+  int32_t OpenDraftTokens(const std::string& session, int32_t layer) const override;
+
+  // Kept states: paged_state_cache_kept.cc.
+  absl::StatusOr<WriteLease> AcquireForWriteKeeping(const std::string& session, int32_t layer,
+                                                    const std::vector<int64_t>& keep) override;
+  absl::Status ForkSessionAt(const std::string& parent, const std::string& child,
+                             int64_t position) override;
+  // Kept states of every session, least recently used first, as
+  // (session, layer, position) (tests: the order they would be dropped in).
+  std::vector<std::tuple<std::string, int32_t, int64_t>> KeptOldestFirst() const;
+
   absl::StatusOr<LayerState> ExportLayer(const std::string& session,
                                          int32_t layer) override;
   absl::Status ImportLayer(const std::string& session, int32_t layer,
@@ -80,6 +99,24 @@ class PagedStateCache final : public StateCache {
   // Releases every reference of a session and forgets it.
   void DropSession(const std::string& id);
   void EndLease(SessionRecord* session, LayerEntry* entry);
+  // Draft helpers (paged_state_cache_drafts.cc): the lease's loose pages
+  // become the open draft (Commit) or go back (Abort); an open draft's
+  // states are released; the error for an open draft in the way of `what`.
+  void AdoptLeasedDraft(LayerEntry* entry);
+  void ReturnLeasedDraft(LayerEntry* entry);
+  void ReleaseDraft(LayerEntry* entry);
+  absl::Status OpenDraftError(const std::string& id, int32_t layer, const LayerEntry& entry,
+                              absl::string_view what) const;
+  // The first layer of `session` with an open draft, or -1.
+  int32_t FirstOpenDraft(const SessionRecord& session) const;
+  // Kept-state helpers (paged_state_cache_kept.cc): adopt a keeping lease's
+  // pages (Commit) or give them back (Abort); release a layer's kept states;
+  // drop least recently used kept states until `wanted` device pages can be
+  // had (MakeRoom), true when they can.
+  void AdoptLeasedKept(const std::string& session, int32_t layer, LayerEntry* entry);
+  void ReturnLeasedKept(LayerEntry* entry);
+  void ReleaseKept(LayerEntry* entry);
+  bool DropKeptForRoom(StateId pinned_soon, int wanted, bool first_frees_host);
   absl::Time Now() const { return config_.clock(); }
 
   StateCacheConfig config_;
@@ -88,6 +125,18 @@ class PagedStateCache final : public StateCache {
   uint64_t evictions_ = 0;
   uint64_t cow_copies_ = 0;
   uint64_t expired_ = 0;
+  int64_t draft_pages_ = 0;  // states held by open drafts
+  uint64_t draft_tokens_ = 0;
+  uint64_t accepted_tokens_ = 0;
+  // Kept states by last use: stamp -> (session, layer, position).
+  struct KeptKey {
+    std::string session;
+    int32_t layer = 0;
+    int64_t position = 0;
+  };
+  std::map<uint64_t, KeptKey> kept_order_;
+  uint64_t next_kept_stamp_ = 1;
+  uint64_t kept_dropped_ = 0;
 };
 
 }  // namespace gdn

@@ -7,6 +7,7 @@
 #ifndef GDN_STATE_CACHE_SESSION_TABLE_H_
 #define GDN_STATE_CACHE_SESSION_TABLE_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -26,6 +27,26 @@ struct LayerEntry {
   // loose device page (copy-on-write) or the state's own page (in place).
   bool leased = false;
   int32_t lease_write_page = kZeroStatePage;
+  // A draft write in flight (AcquireForDraft): its loose per-token pages
+  // [lease_draft_tokens - 1]; adopted into `draft` at Commit.
+  int32_t lease_draft_tokens = 0;
+  std::array<int32_t, kMaxDecodeTokens - 1> lease_draft_pages{};
+  // An open draft (state_cache.h): draft_states[j] is the state after token
+  // j + 1 of draft_tokens; `state` is the one after the last.
+  int32_t draft_tokens = 0;
+  std::array<StateId, kMaxDecodeTokens - 1> draft_states{};
+  // A keeping write in flight (AcquireForWriteKeeping): its loose pages and
+  // their positions; adopted into `kept` at Commit.
+  std::vector<int64_t> lease_keep_positions;
+  std::vector<int32_t> lease_keep_pages;
+  // Kept states (prefix reuse), ascending by position; `stamp` orders them
+  // by last use across the cache (PagedStateCache::kept_order_).
+  struct Kept {
+    int64_t position = 0;
+    StateId state = kNoState;
+    uint64_t stamp = 0;
+  };
+  std::vector<Kept> kept;
 };
 
 struct SessionRecord {

@@ -20,6 +20,7 @@
 #ifndef GDN_STATE_CACHE_STATE_CACHE_H_
 #define GDN_STATE_CACHE_STATE_CACHE_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -69,6 +70,15 @@ struct StateCacheStats {
   uint64_t evictions = 0;     // sessions dropped (only with eviction enabled)
   uint64_t cow_copies = 0;    // writes that left a shared page for a new one
   uint64_t expired = 0;       // sessions closed by ExpireIdle
+  // Speculative drafts (AcquireForDraft): device or host pages holding the
+  // per-token states of open drafts now, and monotone token counts.
+  int64_t draft_pages = 0;
+  uint64_t draft_tokens = 0;     // tokens of committed draft writes
+  uint64_t accepted_tokens = 0;  // of those, accepted by AcceptDraft
+  // Prefix reuse (AcquireForWriteKeeping): kept states held now, and kept
+  // states dropped (least recently used first) to make room.
+  int64_t kept_states = 0;
+  uint64_t kept_dropped = 0;
 };
 
 // Per (session, layer) view for Describe.
@@ -77,6 +87,10 @@ struct LayerStateInfo {
   bool has_state = false;
   Tier tier = Tier::kDevice;
   int32_t shared_with = 0;  // other sessions sharing this page (fork)
+  // An open draft of this many tokens (0: none): `position` is after all of
+  // them; the next write chooses position - draft_tokens + 1 .. position.
+  int32_t draft_tokens = 0;
+  std::vector<int64_t> kept_positions;  // kept states, ascending
 };
 
 struct SessionInfo {
@@ -93,6 +107,15 @@ struct WriteLease {
   int64_t position = 0;     // the stored position when acquired
   int32_t read_page = kZeroStatePage;  // device page id, or kZeroStatePage
   int32_t write_page = 0;              // device page id to write
+  // A draft write (AcquireForDraft) of draft_tokens tokens: the state after
+  // token j + 1 goes to draft_pages[j], j < draft_tokens - 1 (the kernel's
+  // kPerTokenStates slots); write_page gets the one after the last token.
+  int32_t draft_tokens = 0;
+  std::array<int32_t, kMaxDecodeTokens - 1> draft_pages{};
+  // A keeping write (AcquireForWriteKeeping): the state at keep_positions[i]
+  // goes to keep_pages[i] (device pages of its own).
+  std::vector<int64_t> keep_positions;
+  std::vector<int32_t> keep_pages;
 };
 
 class StateCache {
@@ -139,6 +162,44 @@ class StateCache {
   virtual void Abort(const WriteLease& lease) = 0;
   // Commit / Abort of a lease that is not in flight (finished already) are
   // ignored.
+
+  // Speculative drafts. AcquireForDraft is AcquireForWrite plus
+  // tokens - 1 (tokens in 2..kMaxDecodeTokens) device pages for the states
+  // after each draft token but the last (WriteLease::draft_pages). Its
+  // Commit(lease, p + tokens) leaves the draft open: the layer is at
+  // p + tokens, and keeps every per-token state until AcceptDraft(p + k),
+  // k in 1..tokens, makes the state after token k current (position p + k)
+  // and frees the others. While a draft is open, AcquireForWrite /
+  // AcquireForDraft and ExportLayer of the layer, and ForkSession of the
+  // session, are FailedPrecondition naming the accepted range; ImportLayer
+  // discards it; Close and eviction free it. AcceptDraft outside the range
+  // is FailedPrecondition naming it, and without an open draft
+  // FailedPrecondition "no open draft" (nothing changes either way).
+  virtual absl::StatusOr<WriteLease> AcquireForDraft(const std::string& session,
+                                                     int32_t layer, int32_t tokens) = 0;
+  virtual absl::Status AcceptDraft(const std::string& session, int32_t layer,
+                                   int64_t position) = 0;
+  // Tokens of the open draft of (session, layer); 0 when none or bad ids.
+  virtual int32_t OpenDraftTokens(const std::string& session, int32_t layer) const = 0;
+
+  // Prefix reuse. AcquireForWriteKeeping is AcquireForWrite plus one device
+  // page per position of `keep` (ascending, after the stored position) for
+  // the kernel to write the state at that position into
+  // (WriteLease::keep_pages); Commit adds them to the layer's kept states.
+  // Kept states are stored states like others (budgeted, spilled to the
+  // host tier); when a write finds no room even so, the least recently used
+  // kept states whose pages that frees are dropped (any session's) before
+  // the write fails or sessions are evicted. A kept state in use by a fork
+  // stays with the fork. Close and ImportLayer drop a layer's kept states.
+  virtual absl::StatusOr<WriteLease> AcquireForWriteKeeping(const std::string& session,
+                                                            int32_t layer,
+                                                            const std::vector<int64_t>& keep) = 0;
+  // ForkSession at `position`: every layer of the child starts from the
+  // parent's kept state at `position` (a use: most recently used now), or its
+  // current state when it stands there (no open draft). FailedPrecondition
+  // listing the positions available on every layer otherwise.
+  virtual absl::Status ForkSessionAt(const std::string& parent, const std::string& child,
+                                     int64_t position) = 0;
 
   // Export / import of one (session, layer) state as host bytes of
   // page_bytes (migration, snapshots). Export of a never-written layer gives

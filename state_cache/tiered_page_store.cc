@@ -11,15 +11,19 @@ namespace gdn {
 int ObtainableDevicePages(TierRoom room, int wanted, bool first_frees_host) {
   int got = 0;
   while (got < wanted) {
+    // A restore with both tiers full swaps with an idle device state: the
+    // host page it leaves takes the spilled one, so it needs no free host
+    // page (net: one idle device state fewer, host room unchanged).
+    const bool swap = got == 0 && first_frees_host;
     if (room.free_device > 0) {
       --room.free_device;
-    } else if (room.idle_device > 0 && room.free_host > 0) {
+    } else if (room.idle_device > 0 && (room.free_host > 0 || swap)) {
       --room.idle_device;  // spilled: its device page is taken
       --room.free_host;
     } else {
       break;
     }
-    if (got == 0 && first_frees_host) ++room.free_host;
+    if (swap) ++room.free_host;
     ++got;
   }
   return got;
@@ -42,8 +46,9 @@ absl::StatusOr<std::unique_ptr<TieredPageStore>> TieredPageStore::Create(
   if (!device.ok()) return device.status();
   store->device_base_ = *device;
   if (host_pages > 0) {
-    absl::StatusOr<void*> host =
-        backend->AllocateHost(static_cast<size_t>(host_pages) * page_bytes);
+    // One page more than the tier holds: the spare a swap copies through.
+    absl::StatusOr<void*> host = backend->AllocateHost(
+        static_cast<size_t>(host_pages + 1) * page_bytes);
     if (!host.ok()) return host.status();  // the destructor frees the pool
     store->host_base_ = *host;
   }
@@ -57,12 +62,22 @@ TieredPageStore::TieredPageStore(Backend* backend, int64_t page_bytes,
       page_bytes_(page_bytes),
       dtype_(dtype),
       device_pages_(device_pages),
-      host_pages_(host_pages),
+      host_pages_(host_pages > 0 ? host_pages + 1 : 0),
       state_ids_(device_pages + host_pages),
       records_(device_pages + host_pages),
       device_owner_(device_pages, kNoState),
-      host_owner_(host_pages, kNoState),
-      idle_device_(device_pages) {}
+      host_owner_(host_pages_.num_pages(), kNoState),
+      idle_device_(device_pages) {
+  if (host_pages == 0) return;
+  // The spare starts as the highest page, held so that Allocate() never
+  // hands it out: states fill host pages 0, 1, ... as without it.
+  for (int32_t page = 0; page <= host_pages; ++page) {
+    const std::optional<int32_t> taken = host_pages_.Allocate();
+    GDN_CACHE_INVARIANT(taken == page);
+  }
+  for (int32_t page = 0; page < host_pages; ++page) host_pages_.Release(page);
+  spare_host_page_ = host_pages;
+}
 
 TieredPageStore::~TieredPageStore() {
   // Copies in flight may still read or write either tier.
@@ -194,8 +209,44 @@ void TieredPageStore::Touch(StateId state) {
   }
 }
 
+absl::Status TieredPageStore::SwapWithOldest(StateId state) {
+  const std::optional<int32_t> device_page = idle_device_.Oldest();
+  if (!device_page) {
+    return absl::ResourceExhaustedError(
+        "both tiers full and no idle device state to swap with");
+  }
+  StateRecord& record = records_[state];
+  const int32_t host_page = record.page;
+  // Stream order: the idle state goes out into the spare before the host
+  // state comes in over it.
+  absl::Status copied = backend_->CopyToHost(
+      HostPage(spare_host_page_), DevicePage(*device_page), page_bytes_);
+  if (!copied.ok()) return copied;
+  copied = backend_->CopyToDevice(DevicePage(*device_page),
+                                  HostPage(host_page), page_bytes_);
+  if (!copied.ok()) return copied;  // the spare's bytes are nobody's
+  const StateId victim = device_owner_[*device_page];
+  GDN_CACHE_INVARIANT(victim != kNoState && records_[victim].pins == 0);
+  idle_device_.Remove(*device_page);
+  records_[victim].tier = Tier::kHost;
+  records_[victim].page = spare_host_page_;
+  host_owner_[spare_host_page_] = victim;
+  host_owner_[host_page] = kNoState;
+  spare_host_page_ = host_page;  // stays allocated: the next spare
+  record.tier = Tier::kDevice;
+  record.page = *device_page;
+  device_owner_[*device_page] = state;
+  idle_device_.Touch(*device_page);
+  ++spills_;
+  ++restores_;
+  return absl::OkStatus();
+}
+
 absl::Status TieredPageStore::Restore(StateId state) {
   GDN_CACHE_INVARIANT(IsLive(state) && records_[state].tier == Tier::kHost);
+  if (device_pages_.num_free() == 0 && host_pages_.num_free() == 0) {
+    return SwapWithOldest(state);
+  }
   absl::StatusOr<int32_t> device_page = TakeDevicePage();
   if (!device_page.ok()) return device_page.status();
   StateRecord& record = records_[state];
@@ -284,9 +335,10 @@ TierStats TieredPageStore::DeviceStats() const {
 }
 
 TierStats TieredPageStore::HostStats() const {
+  const int32_t spare = spare_host_page_ == kNoPage ? 0 : 1;
   TierStats stats;
-  stats.pages_total = host_pages_.num_pages();
-  stats.pages_used = host_pages_.num_used();
+  stats.pages_total = host_pages_.num_pages() - spare;
+  stats.pages_used = host_pages_.num_used() - spare;
   stats.bytes_total = stats.pages_total * page_bytes_;
   stats.bytes_used = stats.pages_used * page_bytes_;
   return stats;
@@ -361,6 +413,12 @@ absl::Status TieredPageStore::CheckConsistency(
       return broken("host page ", page, " has ", host_pages_.RefCount(page),
                     " holders");
     }
+    if (page == spare_host_page_) {
+      if (host_owner_[page] != kNoState || !host_pages_.IsAllocated(page)) {
+        return broken("spare host page ", page, " is owned or free");
+      }
+      continue;
+    }
     if ((host_owner_[page] != kNoState) != host_pages_.IsAllocated(page)) {
       return broken("host page ", page, " owner and allocation disagree");
     }
@@ -373,8 +431,8 @@ absl::Status TieredPageStore::CheckConsistency(
     return broken(device_pages_.num_used(), " device pages used, ",
                   device_states, " states + ", loose_device_pages_, " loose");
   }
-  if (host_pages_.num_used() != host_states) {
-    return broken(host_pages_.num_used(), " host pages used, ", host_states,
+  if (HostStats().pages_used != host_states) {
+    return broken(HostStats().pages_used, " host pages used, ", host_states,
                   " states");
   }
   if (idle_device_.size() != idle || pinned_states_ != pinned) {

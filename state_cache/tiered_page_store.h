@@ -3,8 +3,12 @@
 // Two tiers of equal pages, each one allocation addressed by page id:
 //   device: backend->Allocate(device_pages * page_bytes), the pool the
 //           kernels read and write (page p at base + p * page_bytes);
-//   host:   backend->AllocateHost(host_pages * page_bytes), which takes the
-//           least recently used idle device states when the device is full.
+//   host:   backend->AllocateHost((host_pages + 1) * page_bytes), which takes
+//           the least recently used idle device states when the device is
+//           full. The extra page is a spare no state owns: with both tiers
+//           full, a restore swaps (idle device state -> spare, host state ->
+//           its device page) and the restored state's host page becomes the
+//           spare, so a state on the host never needs a net new page.
 //
 // A stored state (StateId) is one page in one tier holding one recurrent
 // state, referenced by `refs` (session, layer) entries (more than one after a
@@ -50,7 +54,8 @@ struct TierRoom {
 // How many of `wanted` device pages can be had one after another from
 // `room`: each takes a free device page, else spills an idle device state
 // into a free host page. With `first_frees_host`, the first page restores a
-// host state, whose host page is free once it has moved.
+// host state, whose host page is free once it has moved (with no free page
+// in either tier, that restore is a swap with an idle device state).
 int ObtainableDevicePages(TierRoom room, int wanted, bool first_frees_host);
 
 class TieredPageStore {
@@ -87,8 +92,10 @@ class TieredPageStore {
   void Unpin(StateId state);
   // Marks an idle device state most recently used (no-op when pinned).
   void Touch(StateId state);
-  // Moves a host state to the device (TakeDevicePage may spill another).
-  // On failure the state is still on the host, intact.
+  // Moves a host state to the device (TakeDevicePage may spill another;
+  // with both tiers full it swaps with the least recently used idle device
+  // state, never a pinned one). On failure every state is where it was,
+  // intact.
   absl::Status Restore(StateId state);
 
   Tier tier(StateId state) const { return records_[state].tier; }
@@ -136,22 +143,29 @@ class TieredPageStore {
   uint8_t* HostPage(int32_t page) const;
   // Copies the least recently used idle device state to a new host page.
   absl::Status SpillOldest();
+  // Restore with both tiers full: exchanges the host state with the least
+  // recently used idle device state through the spare host page.
+  absl::Status SwapWithOldest(StateId state);
   void FreePageOf(StateId state);
 
   Backend* backend_;
   const int64_t page_bytes_;
   const StateDType dtype_;
   void* device_base_ = nullptr;  // [device_pages, page_bytes]
-  void* host_base_ = nullptr;    // [host_pages, page_bytes]
+  void* host_base_ = nullptr;    // [host_pages + 1, page_bytes]
 
   PageAllocator device_pages_;  // one holder each: a state or a loose write
-  PageAllocator host_pages_;    // one holder each: a state
+  // One holder each: a state or the spare (host_pages + 1 ids, none at all
+  // without a host tier).
+  PageAllocator host_pages_;
+  static constexpr int32_t kNoPage = -1;
+  int32_t spare_host_page_ = kNoPage;  // allocated, owned by no state
   // Live states can never outnumber the pages, so ids come from an allocator
   // of device_pages + host_pages ids whose counts are the sharing references.
   PageAllocator state_ids_;
   std::vector<StateRecord> records_;    // [device_pages + host_pages]
   std::vector<StateId> device_owner_;   // [device_pages], kNoState: free/loose
-  std::vector<StateId> host_owner_;     // [host_pages], kNoState: free
+  std::vector<StateId> host_owner_;     // [host_pages + 1], kNoState: free/spare
   LruOrder idle_device_;                // over device page ids
   int32_t loose_device_pages_ = 0;
   int32_t pinned_states_ = 0;

@@ -24,6 +24,9 @@ prefill 1 x 2048.
         --cases decode:1x1,decode:32x1,prefill:1x2048 --calls 2000 --json_out out.json
 
 --seconds caps each case's time (python_visit.sh uses it to bound a visit).
+--channel sends every call through a same-host Forward channel
+(Client.open_forward_channel) instead of the Forward RPC; transport is then
+the channel's raw call.
 """
 
 
@@ -94,6 +97,9 @@ def run_case(client, batch, tokens, calls, warmup, kind, seconds=None):
     names = ("q", "k", "v", "g", "beta")
     sessions = open_sessions(client, batch)
     call = client._calls["Forward"]
+    channel = getattr(client, "_forward_channel", None)
+    if channel is not None:  # --channel: the raw call is the channel's
+        call = lambda payload, timeout, metadata: channel.call(payload, timeout)  # noqa: E731
     # The x-gdn-route header every call naming a session carries (as the C++ client's do).
     metadata = client._md(sessions[0].id)
     client.cached_info()
@@ -173,6 +179,8 @@ def main():
     parser.add_argument("--seconds", type=float, help="at most this long per case (after warmup)")
     parser.add_argument("--max_part_bytes", type=int, help="the client's max_part_bytes (default: its own)")
     parser.add_argument("--inputs", default="numpy", help="numpy, torch or torch-cuda (comma list)")
+    parser.add_argument("--channel", action="store_true",
+                        help="Forward through a same-host channel (open_forward_channel)")
     parser.add_argument("--json_out")
     parser.add_argument("--allocator", default="keep", choices=["keep", "default"],
                         help="keep: gdn_serve.keep_freed_memory() first, as gdn-bench and "
@@ -183,6 +191,9 @@ def main():
     options = {} if a.max_part_bytes is None else {"max_part_bytes": a.max_part_bytes}
     client = gdn_serve.Client(a.target, timeout=120, **options)
     info = client.info()
+    if a.channel:
+        client.open_forward_channel(slots=1, request_capacity=64 << 20,
+                                    response_capacity=64 << 20)
     results = {"target": a.target, "server": {"backend": info.backend, "device": info.device,
                                                 "version": info.version},
                "shape": [info.config.num_qk_heads, info.config.num_v_heads,
@@ -191,7 +202,7 @@ def main():
                "python": sys.version.split()[0], "host": platform.node(),
                "gdn_serve": gdn_serve.__version__, "allocator": a.allocator,
                "max_part_bytes": client.max_part_bytes, "numpy": np.__version__,
-               "grpcio": __import__("grpc").__version__, "cases": []}
+               "grpcio": __import__("grpc").__version__, "channel": a.channel, "cases": []}
     print("| case | inputs | end-to-end P50 / P99 ms | transport P50 / P99 ms | overhead P50 ms | overhead / transport | work P50 / P99 ms |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for kind in a.inputs.split(","):

@@ -2,7 +2,8 @@
 # Same-host tensors (issue 18): one Forward layer call with its tensors sent
 # inline (TCP loopback and a Unix socket), left in a POSIX shared-memory
 # region (--transport=shm) and in this process's GPU memory shared through
-# CUDA IPC (--transport=cuda_ipc, cuda builds on a GPU), all in one run
+# CUDA IPC (--transport=cuda_ipc, cuda builds on a GPU), each also through a
+# same-host Forward channel (--control=channel), all in one run
 # against gdn-servers on the same backend. Per shape and arm: gdn-bench's
 # call latency P50 / P99 (4 layers, one session group per call).
 #
@@ -10,7 +11,9 @@
 # Env: BACKEND=cuda|cpu (default cuda when nvidia-smi works), BIN=dir with
 #   gdn-server and gdn-bench (default: the first build tree), or GDN_SERVER= and
 #   GDN_BENCH= single binaries, ARM_S=1.5, PREFILL_S=3,
-#   SHAPES="decode1 decode32 decode256 prefill2048 prefill4096".
+#   SHAPES="decode1 decode32 decode256 prefill2048 prefill4096",
+#   ARMS="tcp unix channel shm shm_channel" (+ cuda_ipc cuda_ipc_channel on cuda;
+#   ARMS_SET=1 keeps ARMS as given), SERVER_FLAGS= extra gdn-server flags.
 # Writes OUT/<shape>_<arm>.json, OUT/commands.txt, OUT/results.md.
 set -u
 cd "$(dirname "$0")/../.."
@@ -26,8 +29,10 @@ fi
 ARM_S=${ARM_S:-1.5}
 PREFILL_S=${PREFILL_S:-3}
 SHAPES=${SHAPES:-decode1 decode32 decode256 prefill2048 prefill4096}
-ARMS="tcp unix shm"
-[ "$BACKEND" = cuda ] && ARMS="$ARMS cuda_ipc"
+# *_channel: the same calls through a same-host Forward channel
+# (--control=channel: shared memory, no socket round trip).
+ARMS=${ARMS:-"tcp unix channel shm shm_channel"}
+[ "$BACKEND" = cuda ] && [ -z "${ARMS_SET:-}" ] && ARMS="$ARMS cuda_ipc cuda_ipc_channel"
 : > "$OUT/commands.txt"
 tmp=$(mktemp -d /tmp/gdn_regions.XXXXXX)
 pids=()
@@ -35,7 +40,9 @@ cleanup() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/
 trap cleanup EXIT
 
 start_server() {  # name listen -> prints the gRPC address
-  local cmd=("$SERVER" --backend="$BACKEND" --layers=4 --metrics_listen=127.0.0.1:0 --listen="$2")
+  # shellcheck disable=SC2206
+  local cmd=("$SERVER" --backend="$BACKEND" --layers=4 --metrics_listen=127.0.0.1:0 --listen="$2"
+             ${SERVER_FLAGS:-})
   echo "${cmd[*]}" >> "$OUT/commands.txt"
   "${cmd[@]}" > "$tmp/$1.out" 2> "$tmp/$1.err" &
   pids+=($!)
@@ -58,13 +65,16 @@ shape_flags() {
 
 for shape in $SHAPES; do
   for arm in $ARMS; do
+    control=grpc
     case $arm in
       tcp) target=$tcp; transport=unary ;;
       unix) target=$unix; transport=unary ;;
+      channel) target=$unix; transport=unary; control=channel ;;
+      *_channel) target=$unix; transport=${arm%_channel}; control=channel ;;
       *) target=$unix; transport=$arm ;;
     esac
     # shellcheck disable=SC2046
-    cmd=("$BENCH" --server="$target" --transport="$transport" --layers=4 --warmup_s=0.5
+    cmd=("$BENCH" --server="$target" --transport="$transport" --control=$control --layers=4 --warmup_s=0.5
          --progress=false --json_out="$OUT/${shape}_${arm}.json" $(shape_flags "$shape"))
     echo "${cmd[*]}" >> "$OUT/commands.txt"
     echo "== $shape $arm"
@@ -85,14 +95,15 @@ def fig(shape, arm):
         return None
     return lat["p50"] * 1e3, lat["p99"] * 1e3, lat["count"], d["errors"] if "errors" in d else 0
 rows = []
-head = "| shape | " + " | ".join(f"{a} P50 / P99 us" for a in arms) + " | best region ÷ inline unix P50 |"
+head = "| shape | " + " | ".join(f"{a} P50 / P99 us" for a in arms) + " | best same-host ÷ inline unix P50 |"
 rows.append(head)
 rows.append("|" + "---|" * (len(arms) + 2))
 for s in shapes:
     cells, f = [], {a: fig(s, a) for a in arms}
     for a in arms:
         cells.append("-" if f[a] is None else "%.0f / %.0f (n %d)" % f[a][:3])
-    region = [f[a][0] for a in ("shm", "cuda_ipc") if a in f and f[a] is not None]
+    region = [f[a][0] for a in ("shm", "cuda_ipc", "shm_channel", "cuda_ipc_channel")
+              if a in f and f[a] is not None]
     ratio = "%.2f" % (min(region) / f["unix"][0]) if region and f.get("unix") else "-"
     rows.append(f"| {s} | " + " | ".join(cells) + f" | {ratio} |")
 # The binaries' commit: .bundle/COMMIT on the device (the tree's git there

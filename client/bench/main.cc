@@ -46,11 +46,27 @@ ABSL_FLAG(int, layers, 0, "layers per step (0: all of the server's)");
 ABSL_FLAG(double, think_ms, 0, "think time between a session's decode steps");
 ABSL_FLAG(int, shared_prefix_tokens, 0, "fork mode: tokens of the shared prefix");
 ABSL_FLAG(int, fork_fanout, 0, "fork mode: sessions forked from each prefilled prefix");
+ABSL_FLAG(int, fork_at_checkpoint, 0,
+          "fork mode with prefix reuse: the parent prefills this many tokens past the prefix "
+          "keeping a state every this many (a multiple of 64); the children fork at the last "
+          "kept state within the prefix; the report estimates the time to first output saved");
 ABSL_FLAG(int, sessions_per_call, 1, "sessions batched into one Forward call");
+ABSL_FLAG(int, draft_tokens, 0,
+          "speculative decoding: each decode step is a draft of this many tokens (2..8; 0: off)");
+ABSL_FLAG(int, decode_tokens, 1,
+          "tokens per session in each plain decode step (1..8; e.g. the baseline of "
+          "--draft_tokens=T is --decode_tokens=T)");
+ABSL_FLAG(double, acceptance_rate, 0.7,
+          "speculative decoding: probability that each draft token after the first is accepted "
+          "(up to the first rejection)");
 ABSL_FLAG(std::string, transport, "unary",
           "unary (Forward), stream (ForwardStream), shm (Forward with tensors and o in POSIX "
           "shared memory registered with the server: same host only), or cuda_ipc (the same "
           "in GPU memory shared through CUDA IPC: same GPU, CUDA builds)");
+ABSL_FLAG(std::string, control, "grpc",
+          "how unary Forward calls reach the server: grpc (the Forward RPC) or channel (a "
+          "same-host shared-memory channel, OpenChannel: no socket round trip; with "
+          "--transport=unary, shm or cuda_ipc)");
 ABSL_FLAG(int, channels, 0, "gRPC channels (0: one per thread, at most 8)");
 ABSL_FLAG(double, warmup_s, 0, "seconds of warm-up whose calls are not measured");
 ABSL_FLAG(double, duration_s, 10, "measured seconds (unless --rounds / --num_sessions)");
@@ -144,7 +160,11 @@ absl::StatusOr<BenchConfig> ConfigFromFlags() {
   c.think_ms = absl::GetFlag(FLAGS_think_ms);
   c.shared_prefix_tokens = absl::GetFlag(FLAGS_shared_prefix_tokens);
   c.fork_fanout = absl::GetFlag(FLAGS_fork_fanout);
+  c.fork_at_checkpoint = absl::GetFlag(FLAGS_fork_at_checkpoint);
   c.sessions_per_call = absl::GetFlag(FLAGS_sessions_per_call);
+  c.draft_tokens = absl::GetFlag(FLAGS_draft_tokens);
+  c.acceptance_rate = absl::GetFlag(FLAGS_acceptance_rate);
+  c.decode_tokens = absl::GetFlag(FLAGS_decode_tokens);
   const std::string transport = absl::GetFlag(FLAGS_transport);
   if (transport != "unary" && transport != "stream" && transport != "shm" &&
       transport != "cuda_ipc") {
@@ -154,6 +174,16 @@ absl::StatusOr<BenchConfig> ConfigFromFlags() {
   c.stream = transport == "stream";
   c.shm = transport == "shm";
   c.cuda_ipc = transport == "cuda_ipc";
+  const std::string control = absl::GetFlag(FLAGS_control);
+  if (control != "grpc" && control != "channel") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--control must be grpc or channel, got '", control, "'"));
+  }
+  c.channel = control == "channel";
+  if (c.channel && c.stream) {
+    return absl::InvalidArgumentError(
+        "--control=channel carries unary calls: not with --transport=stream");
+  }
   c.channels = absl::GetFlag(FLAGS_channels);
   c.warmup_s = absl::GetFlag(FLAGS_warmup_s);
   c.duration_s = absl::GetFlag(FLAGS_duration_s);

@@ -63,6 +63,18 @@ void Recorder::RecordDecodeStep(Clock::time_point t0, Clock::time_point t1) {
   StatsAt(t0).decode_step.Record(Nanos(t1 - t0));
 }
 
+void Recorder::RecordDraft(int64_t drafted, int64_t accepted) {
+  std::lock_guard<std::mutex> lock(mu_);
+  draft_tokens_ += drafted;
+  accepted_tokens_ += accepted;
+}
+
+void Recorder::RecordSharedPrefill(Clock::time_point t0, Clock::time_point t1) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++shared_prefills_;
+  shared_prefill_ns_ += static_cast<double>(Nanos(t1 - t0));
+}
+
 void Recorder::RecordUnitDone(Clock::time_point t, int sessions, bool ok) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!ok) return;

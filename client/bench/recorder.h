@@ -55,6 +55,10 @@ class Recorder {
   void RecordSessionStarts(Clock::time_point t, int sessions);
   void RecordTtfo(Clock::time_point session_start, Clock::time_point first_output);
   void RecordDecodeStep(Clock::time_point t0, Clock::time_point t1);
+  // A speculative decode step: draft tokens sent and accepted (whole run).
+  void RecordDraft(int64_t drafted, int64_t accepted);
+  // --fork_at_checkpoint: a parent's prefill over every layer (whole run).
+  void RecordSharedPrefill(Clock::time_point t0, Clock::time_point t1);
   void RecordUnitDone(Clock::time_point t, int sessions, bool ok);
   // Open loop: how late a unit started after its scheduled arrival.
   void RecordScheduleLag(Clock::time_point scheduled, Clock::time_point started);
@@ -68,6 +72,12 @@ class Recorder {
   const std::vector<WindowStats>& windows() const { return windows_; }
   const LatencyHistogram& schedule_lag() const { return schedule_lag_; }
   int64_t late_starts() const { return late_starts_; }
+  int64_t draft_tokens() const { return draft_tokens_; }
+  int64_t accepted_tokens() const { return accepted_tokens_; }
+  int64_t shared_prefills() const { return shared_prefills_; }
+  double shared_prefill_ms() const {
+    return shared_prefills_ > 0 ? shared_prefill_ns_ / 1e6 / shared_prefills_ : 0;
+  }
 
  private:
   BenchStats& StatsAt(Clock::time_point t) { return t >= warmup_end_ ? measured_ : warmup_; }
@@ -82,6 +92,10 @@ class Recorder {
   std::vector<WindowStats> windows_;
   LatencyHistogram schedule_lag_;
   int64_t late_starts_ = 0;  // more than 1 ms behind schedule
+  int64_t draft_tokens_ = 0;
+  int64_t accepted_tokens_ = 0;
+  int64_t shared_prefills_ = 0;
+  double shared_prefill_ns_ = 0;
   // Progress since the last snapshot.
   Clock::time_point last_progress_;
   int64_t progress_calls_ = 0;

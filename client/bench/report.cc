@@ -143,6 +143,10 @@ std::string FormatJsonReport(const BenchResult& r, const BenchResult* ceiling,
                              {"shared_prefix_tokens", absl::StrCat(c.shared_prefix_tokens)},
                              {"fork_fanout", absl::StrCat(c.fork_fanout)},
                              {"sessions_per_call", absl::StrCat(c.sessions_per_call)},
+                             {"draft_tokens", absl::StrCat(c.draft_tokens)},
+                             {"acceptance_rate", JsonNumber(c.acceptance_rate)},
+                             {"decode_tokens", absl::StrCat(c.decode_tokens)},
+                             {"fork_at_checkpoint", absl::StrCat(c.fork_at_checkpoint)},
                              {"transport", JsonString(c.stream ? "stream" : "unary")},
                              {"grpc_transport", JsonString(TransportName(c.transport))},
                              {"channels", absl::StrCat(c.channels)},
@@ -260,6 +264,27 @@ std::string FormatTextReport(const BenchResult& r, const BenchResult* ceiling) {
                                           c.shared_prefix_tokens, c.fork_fanout)
                         : "",
       r.measured_s, r.elapsed_s, r.measured.sessions_completed);
+  if (c.draft_tokens > 0) {
+    out += absl::StrFormat(
+        "  speculative decode: drafts of %d tokens, acceptance rate %.3g; %d draft tokens, %d "
+        "accepted (%.3g per step)\n\n",
+        c.draft_tokens, c.acceptance_rate, r.draft_tokens, r.accepted_tokens,
+        r.draft_tokens > 0 ? static_cast<double>(r.accepted_tokens) * c.draft_tokens /
+                                 static_cast<double>(r.draft_tokens)
+                           : 0.0);
+  }
+  if (c.fork_at_checkpoint > 0 && r.shared_prefills > 0) {
+    // Each child skips prefilling the prefix up to its fork position; at the
+    // parents' measured prefill rate over every layer, that much time to
+    // first output is saved per session against prefilling it.
+    const int64_t at = c.shared_prefix_tokens / c.fork_at_checkpoint * c.fork_at_checkpoint;
+    const double saved = r.shared_prefill_ms * static_cast<double>(at) /
+                         static_cast<double>(r.shared_prefill_tokens);
+    out += absl::StrFormat(
+        "  prefix reuse: %d parents prefilled %d tokens in %.3f ms (mean, every layer); "
+        "children fork at %d: about %.3f ms of time to first output saved per session\n\n",
+        r.shared_prefills, r.shared_prefill_tokens, r.shared_prefill_ms, at, saved);
+  }
   out += absl::StrFormat("  %-12s %9s %6s %9s %9s %9s %9s %9s %9s %9s\n", "latency ms", "count",
                          "failed", "mean", "p50", "p90", "p95", "p99", "p99.9", "max");
   for (const auto& [name, h] : Latencies(r.measured)) {

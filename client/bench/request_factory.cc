@@ -124,7 +124,7 @@ wire::ForwardRequestParts RequestFactory::BuildParts(int32_t layer,
   r.sequences.reserve(sequences.size());
   int64_t t = 0;
   for (const SequenceSlot& s : sequences) {
-    r.sequences.push_back({s.session_id, s.position, s.num_tokens});
+    r.sequences.push_back({s.session_id, s.position, s.num_tokens, s.draft, s.checkpoint_interval});
     t += s.num_tokens;
   }
   const int64_t first = FirstRow(rng, t);
@@ -171,6 +171,8 @@ v1::ForwardRequest RequestFactory::Build(int32_t layer, const std::vector<Sequen
     spec->set_session_id(s.session_id);
     spec->set_position(s.position);
     spec->set_num_tokens(s.num_tokens);
+    if (s.draft) spec->set_draft(true);
+    if (s.checkpoint_interval != 0) spec->set_checkpoint_interval(s.checkpoint_interval);
     t += s.num_tokens;
   }
   const int64_t first = FirstRow(rng, t);

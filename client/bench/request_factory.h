@@ -30,6 +30,8 @@ struct SequenceSlot {
   std::string session_id;
   int64_t position = 0;
   int32_t num_tokens = 1;
+  bool draft = false;  // a speculative draft (SequenceSpec.draft)
+  int32_t checkpoint_interval = 0;  // kept states (SequenceSpec.checkpoint_interval)
 };
 
 class RequestFactory {

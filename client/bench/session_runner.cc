@@ -14,9 +14,11 @@
 namespace gdn::client::bench {
 
 struct SessionRunner::Lane {
+  int index = 0;  // in its unit: the channel slot it calls through
   std::vector<std::string> ids;
   std::vector<int64_t> positions;
   std::vector<SessionWork> work;
+  int32_t keep_interval = 0;  // prefills keep states (--fork_at_checkpoint)
   std::unique_ptr<ForwardStream> stream;  // streaming transport only
   RawCallOptions raw;                     // unary: the client's call settings, the lane's route
   std::unique_ptr<RegionTransport::Output> o_region;  // shm / cuda_ipc: where o goes
@@ -59,6 +61,24 @@ SessionRunner::SessionRunner(GdnClient* client, const RequestFactory* factory,
       regions_status_ = regions.status();
     }
   }
+  if (config.channel) {
+    ForwardChannelOptions options;
+    const int group = std::max(1, config.sessions_per_call);
+    options.slots = static_cast<uint32_t>((UnitSessions(config) + group - 1) / group);
+    // Inline tensors must fit a slot: room for the largest message (split
+    // under the message limit, like the RPC's). Untouched slot bytes cost
+    // no memory (shm pages are allocated when first written).
+    const uint64_t capacity = std::min<uint64_t>(message_limit_, 64 << 20) + (64 << 10);
+    options.request_capacity = capacity;
+    options.response_capacity = capacity;
+    absl::StatusOr<std::unique_ptr<ForwardChannel>> opened =
+        ForwardChannel::Open(client->channel(), absl::StrCat("bench-", seed % 1000000), options);
+    if (opened.ok()) {
+      channel_ = std::move(*opened);
+    } else {
+      channel_status_ = opened.status();
+    }
+  }
 }
 
 bool SessionRunner::TimeUp() const { return Clock::now() >= stop_at_; }
@@ -76,11 +96,12 @@ bool SessionRunner::CreateSessions(int n, std::vector<std::string>* ids) {
   return true;
 }
 
-bool SessionRunner::ForkSessions(const std::string& parent, int n, std::vector<std::string>* ids) {
+bool SessionRunner::ForkSessions(const std::string& parent, int n, std::vector<std::string>* ids,
+                                 std::optional<int64_t> at) {
   for (int i = 0; i < n; ++i) {
     const Clock::time_point t0 = Clock::now();
     absl::StatusOr<std::string> id =
-        client_->ForkSession(parent, NewSessionId(RoutingKey(parent)));
+        client_->ForkSession(parent, NewSessionId(RoutingKey(parent)), at);
     recorder_->RecordCall(CallType::kFork, t0, Clock::now(), id.status());
     if (!id.ok()) return false;
     ids->push_back(*id);
@@ -131,7 +152,13 @@ bool SessionRunner::Forward(Lane& lane, const std::vector<SequenceSlot>& seqs, i
   const Clock::time_point t0 = Clock::now();
   absl::Status status = parts.status();
   for (size_t p = 0; p < messages.size() && status.ok(); ++p) {
-    status = ForwardRaw(client_->channel(), messages[p], lane.raw).status();
+    if (config_.channel) {
+      status = channel_ != nullptr
+                   ? channel_->Forward(static_cast<uint32_t>(lane.index), messages[p]).status()
+                   : channel_status_;
+    } else {
+      status = ForwardRaw(client_->channel(), messages[p], lane.raw).status();
+    }
     if (!status.ok() && messages.size() > 1) {
       status = absl::Status(status.code(), absl::StrCat("part ", p + 1, " of ", messages.size(),
                                                         " of a split Forward: ", status.message()));
@@ -183,7 +210,8 @@ bool SessionRunner::RunLane(Lane& lane, Clock::time_point start, std::mt19937_64
   std::vector<SequenceSlot> seqs;
   for (size_t i = 0; i < lane.ids.size(); ++i) {
     if (lane.work[i].prefill_tokens > 0) {
-      seqs.push_back({lane.ids[i], lane.positions[i], lane.work[i].prefill_tokens});
+      seqs.push_back({lane.ids[i], lane.positions[i], lane.work[i].prefill_tokens, false,
+                      lane.keep_interval});
     }
   }
   if (!seqs.empty()) {
@@ -201,9 +229,11 @@ bool SessionRunner::RunLane(Lane& lane, Clock::time_point start, std::mt19937_64
   for (int step = 0; step < steps && ok; ++step) {
     seqs.clear();
     std::vector<size_t> who;
+    const bool draft = config_.draft_tokens > 0;
     for (size_t i = 0; i < lane.ids.size(); ++i) {
       if (step < lane.work[i].decode_steps) {
-        seqs.push_back({lane.ids[i], lane.positions[i], 1});
+        seqs.push_back({lane.ids[i], lane.positions[i],
+                        draft ? config_.draft_tokens : config_.decode_tokens, draft});
         who.push_back(i);
       }
     }
@@ -216,7 +246,22 @@ bool SessionRunner::RunLane(Lane& lane, Clock::time_point start, std::mt19937_64
     const Clock::time_point t1 = Clock::now();
     recorder_->RecordDecodeStep(t0, t1);
     first_output(t1);
-    for (size_t i : who) ++lane.positions[i];
+    if (!draft) {
+      for (size_t i : who) lane.positions[i] += config_.decode_tokens;
+    } else {
+      // The first draft token always stands (the target model's own); each
+      // later one with probability acceptance_rate, up to the first miss.
+      std::bernoulli_distribution accept(config_.acceptance_rate);
+      int64_t accepted_sum = 0;
+      for (size_t i : who) {
+        int accepted = 1;
+        while (accepted < config_.draft_tokens && accept(rng)) ++accepted;
+        lane.positions[i] += accepted;
+        accepted_sum += accepted;
+      }
+      recorder_->RecordDraft(static_cast<int64_t>(who.size()) * config_.draft_tokens,
+                             accepted_sum);
+    }
     if (config_.think_ms > 0 && step + 1 < steps) {
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(config_.think_ms));
     }
@@ -233,20 +278,34 @@ bool SessionRunner::RunUnit(const UnitPlan& plan, Clock::time_point start) {
   recorder_->RecordSessionStarts(start, static_cast<int>(plan.sessions.size()));
   std::vector<std::string> children;
   bool ok = true;
+  // Where the children start: the prefix's end, or its last checkpoint.
+  const int64_t fork_position =
+      config_.fork_at_checkpoint > 0
+          ? plan.shared_prefix_tokens / config_.fork_at_checkpoint * config_.fork_at_checkpoint
+          : plan.shared_prefix_tokens;
   if (!plan.fork) {
     ok = CreateSessions(static_cast<int>(plan.sessions.size()), &children);
   } else {
     // The shared prefix: one parent prefilled over every layer, then forked.
     std::vector<std::string> parent;
     ok = CreateSessions(1, &parent);
+    // --fork_at_checkpoint=N: the parent goes N tokens past the prefix,
+    // keeping a state every N; the children fork at the last one within it.
+    const int checkpoint = config_.fork_at_checkpoint;
     if (ok && plan.shared_prefix_tokens > 0) {
       Lane lane;
       lane.ids = parent;
       lane.positions = {0};
-      lane.work = {{plan.shared_prefix_tokens, 0}};
+      lane.work = {{plan.shared_prefix_tokens + checkpoint, 0}};
+      lane.keep_interval = checkpoint;
+      const Clock::time_point t0 = Clock::now();
       ok = RunLane(lane, start, rng_, /*session_metrics=*/false);
+      if (ok && checkpoint > 0) recorder_->RecordSharedPrefill(t0, Clock::now());
     }
-    if (ok) ok = ForkSessions(parent[0], static_cast<int>(plan.sessions.size()), &children);
+    if (ok) {
+      ok = ForkSessions(parent[0], static_cast<int>(plan.sessions.size()), &children,
+                        checkpoint > 0 ? std::optional<int64_t>(fork_position) : std::nullopt);
+    }
     if (!parent.empty()) ok = CloseSessions(parent) && ok;
   }
   if (ok) {
@@ -255,9 +314,12 @@ bool SessionRunner::RunUnit(const UnitPlan& plan, Clock::time_point start) {
     std::vector<Lane> lane(lanes);
     for (size_t i = 0; i < children.size(); ++i) {
       Lane& l = lane[i / group];
+      l.index = static_cast<int>(i / group);
       l.ids.push_back(children[i]);
-      l.positions.push_back(plan.fork ? plan.shared_prefix_tokens : 0);
+      l.positions.push_back(plan.fork ? fork_position : 0);
       l.work.push_back(plan.sessions[i]);
+      // Forked at a checkpoint: the rest of the shared prefix is its own.
+      if (plan.fork) l.work.back().prefill_tokens += plan.shared_prefix_tokens - fork_position;
     }
     std::vector<char> lane_ok(lanes, 0);
     std::vector<std::thread> threads;

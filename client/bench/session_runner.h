@@ -22,10 +22,12 @@
 #ifndef GDN_CLIENT_BENCH_SESSION_RUNNER_H_
 #define GDN_CLIENT_BENCH_SESSION_RUNNER_H_
 
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "client/forward_channel.h"
 #include "client/bench/recorder.h"
 #include "client/bench/request_factory.h"
 #include "client/bench/shm_transport.h"
@@ -70,7 +72,9 @@ class SessionRunner {
                        int64_t tokens, std::mt19937_64& rng);
   // `n` sessions, in lanes of sessions_per_call sharing one routing key.
   bool CreateSessions(int n, std::vector<std::string>* ids);
-  bool ForkSessions(const std::string& parent, int n, std::vector<std::string>* ids);
+  // `at`: fork at that kept position (--fork_at_checkpoint), else at the end.
+  bool ForkSessions(const std::string& parent, int n, std::vector<std::string>* ids,
+                    std::optional<int64_t> at = std::nullopt);
   bool CloseSessions(const std::vector<std::string>& ids);
   bool TimeUp() const;
 
@@ -84,6 +88,10 @@ class SessionRunner {
   // otherwise; regions_status_ says why when creating it failed).
   std::unique_ptr<RegionTransport> regions_;
   absl::Status regions_status_;
+  // --control=channel: one slot per lane of a unit (null otherwise;
+  // channel_status_ says why when opening it failed).
+  std::unique_ptr<ForwardChannel> channel_;
+  absl::Status channel_status_;
   // The client's effective message limit, asked once (it never changes
   // while a server runs): the limit unary requests are split at.
   int64_t message_limit_ = 0;

@@ -18,6 +18,7 @@
 #include "client/bench/arrival.h"
 #include "client/bench/session_runner.h"
 #include "client/grpc_status.h"
+#include "kernels/gdn_types.h"
 
 namespace gdn::client::bench {
 namespace {
@@ -165,6 +166,12 @@ absl::Status ValidateConfig(const BenchConfig& c) {
   if (c.fork_fanout < 0 || c.shared_prefix_tokens < 0) {
     return bad("--fork_fanout and --shared_prefix_tokens must be >= 0");
   }
+  if (c.fork_at_checkpoint != 0 &&
+      (c.fork_fanout == 0 || c.fork_at_checkpoint < 0 || c.fork_at_checkpoint % 64 != 0 ||
+       c.shared_prefix_tokens < c.fork_at_checkpoint)) {
+    return bad("--fork_at_checkpoint=N needs --fork_fanout, N a positive multiple of 64 and "
+               "--shared_prefix_tokens >= N");
+  }
   if (c.shared_prefix_tokens > 0 && c.fork_fanout == 0) {
     return bad("--shared_prefix_tokens needs --fork_fanout=N (sessions forked from the prefix)");
   }
@@ -197,6 +204,18 @@ absl::Status ValidateConfig(const BenchConfig& c) {
   if (c.rounds < 0) return bad("--rounds must be >= 0");
   if (c.warmup_s < 0) return bad("--warmup_s must be >= 0");
   if (c.think_ms < 0) return bad("--think_ms must be >= 0");
+  if (c.draft_tokens != 0 && (c.draft_tokens < 2 || c.draft_tokens > kMaxDecodeTokens)) {
+    return bad(absl::StrCat("--draft_tokens must be 0 (off) or 2..", kMaxDecodeTokens));
+  }
+  if (!(c.acceptance_rate >= 0 && c.acceptance_rate <= 1)) {
+    return bad("--acceptance_rate must be in [0, 1]");
+  }
+  if (c.decode_tokens < 1 || c.decode_tokens > kMaxDecodeTokens) {
+    return bad(absl::StrCat("--decode_tokens must be in 1..", kMaxDecodeTokens));
+  }
+  if (c.decode_tokens != 1 && c.draft_tokens > 0) {
+    return bad("--decode_tokens is for plain decode; a draft step has --draft_tokens tokens");
+  }
   if (c.window_s < 0) return bad("--window_s must be >= 0");
   if (!(c.stability_pct > 0)) return bad("--stability_pct must be > 0");
   const bool counted = c.rounds > 0 || c.num_sessions > 0 || !c.trace.empty();
@@ -252,6 +271,11 @@ absl::StatusOr<BenchResult> RunBench(const BenchConfig& config) {
   }
   const int server_layers = result.server.config().num_layers();
   if (c.layers == 0) c.layers = server_layers;
+  if (c.fork_at_checkpoint > 0 && c.layers != server_layers) {
+    // A fork at a kept position needs a kept state on every layer.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--fork_at_checkpoint needs every layer (--layers=0), the server has ", server_layers));
+  }
   if (c.layers > server_layers) {
     return absl::InvalidArgumentError(
         absl::StrCat("--layers ", c.layers, " but the server has ", server_layers));
@@ -309,6 +333,13 @@ absl::StatusOr<BenchResult> RunBench(const BenchConfig& config) {
   result.windows = recorder.windows();
   result.schedule_lag = recorder.schedule_lag();
   result.late_starts = recorder.late_starts();
+  result.draft_tokens = recorder.draft_tokens();
+  result.accepted_tokens = recorder.accepted_tokens();
+  result.shared_prefills = recorder.shared_prefills();
+  result.shared_prefill_ms = recorder.shared_prefill_ms();
+  if (c.fork_at_checkpoint > 0) {
+    result.shared_prefill_tokens = c.shared_prefix_tokens + c.fork_at_checkpoint;
+  }
   result.elapsed_s = Seconds(finish - start);
   result.measured_s = std::max(0.0, Seconds(finish - std::max(start, warmup_end)));
 

@@ -62,10 +62,28 @@ struct BenchConfig {
   double think_ms = 0;             // between decode steps of a session
   int shared_prefix_tokens = 0;    // fork mode: the parent's prefill
   int fork_fanout = 0;             // > 0: fork mode
+  // Fork mode with prefix reuse (> 0, a multiple of 64): the parent prefills
+  // the shared prefix and this many tokens more (its own conversation),
+  // keeping a state every this many tokens (SequenceSpec.checkpoint_interval);
+  // the children fork at the last kept position within the prefix
+  // (ForkSessionRequest.at_position) and prefill the rest of it themselves.
+  int fork_at_checkpoint = 0;
   int sessions_per_call = 1;       // sessions batched into one Forward
+  // Speculative decoding (> 0, 2..8): each decode step is a draft of this
+  // many tokens per session; after the first, each draft token is accepted
+  // with probability acceptance_rate until the first rejection, and the
+  // next step's position accepts that many (SequenceSpec.draft).
+  int draft_tokens = 0;
+  double acceptance_rate = 0.7;
+  // Tokens per session in each plain decode step (1..8): a draft's
+  // baseline is a plain decode of as many tokens (--decode_tokens=T).
+  int decode_tokens = 1;
   bool stream = false;             // ForwardStream instead of unary Forward
   bool shm = false;                // unary Forward with tensors in shared memory regions
   bool cuda_ipc = false;           // unary Forward with tensors in CUDA IPC regions
+  // Unary Forward through a same-host channel (client/forward_channel.h)
+  // instead of the Forward RPC; any of unary, shm, cuda_ipc.
+  bool channel = false;
 
   int channels = 0;           // 0: one per thread, at most 8
   double warmup_s = 0;
@@ -109,6 +127,13 @@ struct BenchResult {
   std::map<std::string, int64_t> retries;
   bool have_server_metrics = false;
   ServerMetricsDelta server_metrics;  // whole run (warm-up included)
+  // --draft_tokens: draft tokens sent and accepted (per session, one layer).
+  int64_t draft_tokens = 0;
+  int64_t accepted_tokens = 0;
+  // --fork_at_checkpoint: the parents' prefills (every layer) and their tokens.
+  int64_t shared_prefills = 0;
+  double shared_prefill_ms = 0;  // mean
+  int64_t shared_prefill_tokens = 0;  // per parent
 };
 
 absl::StatusOr<BenchResult> RunBench(const BenchConfig& config);

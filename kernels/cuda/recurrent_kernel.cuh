@@ -233,8 +233,33 @@ __device__ __forceinline__ void StageTokens(const RecurrentParams& p,
     }
     float q_factor = p.scale, k_factor = 1.0f;
     if (p.l2_norm_qk) {
-      const float rq = 1.0f / sqrtf(qq + kL2NormEps);
-      const float rk = 1.0f / sqrtf(kk + kL2NormEps);
+      float q_eps = kL2NormEps, k_eps = kL2NormEps;
+      // Rare: a row with max|x| >= ~2^60 overflowed its sum of squares; it
+      // is rescaled by kL2NormRescale (gdn_types.h) and the sums redone. The
+      // butterfly leaves bitwise equal sums on every lane: a uniform branch.
+      if (!isfinite(qq) || !isfinite(kk)) {
+        const float cq = isfinite(qq) ? 1.0f : kL2NormRescale;
+        const float ck = isfinite(kk) ? 1.0f : kL2NormRescale;
+        if (cq != 1.0f) q_eps = 0.0f;  // 2^-200 below the rescaled sum
+        if (ck != 1.0f) k_eps = 0.0f;
+        qq = kk = kq = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) {
+          q[i] *= cq;
+          k[i] *= ck;
+          qq += q[i] * q[i];
+          kk += k[i] * k[i];
+          kq += k[i] * q[i];
+        }
+#pragma unroll
+        for (int offset = 16; offset >= 1; offset /= 2) {
+          qq += __shfl_xor_sync(0xffffffffu, qq, offset);
+          kk += __shfl_xor_sync(0xffffffffu, kk, offset);
+          kq += __shfl_xor_sync(0xffffffffu, kq, offset);
+        }
+      }
+      const float rq = 1.0f / sqrtf(qq + q_eps);
+      const float rk = 1.0f / sqrtf(kk + k_eps);
       q_factor *= rq;
       k_factor = rk;
     }
@@ -355,84 +380,94 @@ __device__ __forceinline__ void RunItemTokens(const RecurrentParams& p,
 
   InT* o = static_cast<InT*>(p.o);
   int n = min(it.eos - it.bos, kTokensPerChunk);
+  // Per-token states (kPerTokenStates: speculative drafts of at most
+  // kTokensPerChunk tokens) split a chunk into runs of one token, so the one
+  // prefix-state store below serves both kinds; other calls run each chunk
+  // as one run, as before.
+  const int run_length = p.checkpoint_interval == kPerTokenStates ? 1 : kTokensPerChunk;
   for (int chunk_start = it.bos; chunk_start < it.eos;) {
-    for (int t = 0; t < n; ++t) {
-      const float decay = smem.decay[t];
-      float dk[kCols], dq[kCols];  // partial S^T k, S^T q over my rows
+    for (int t = 0; t < n;) {
+      const int run_end = min(n, t + run_length);
+      for (; t < run_end; ++t) {
+        const float decay = smem.decay[t];
+        float dk[kCols], dq[kCols];  // partial S^T k, S^T q over my rows
 #pragma unroll
-      for (int c = 0; c < kCols; ++c) dk[c] = dq[c] = 0.0f;
+        for (int c = 0; c < kCols; ++c) dk[c] = dq[c] = 0.0f;
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        const float kr = smem.k[t][r * kRowGroups + row_group];
-        const float qr = smem.q[t][r * kRowGroups + row_group];
+        for (int r = 0; r < kRows; ++r) {
+          const float kr = smem.k[t][r * kRowGroups + row_group];
+          const float qr = smem.q[t][r * kRowGroups + row_group];
 #pragma unroll
-        for (int c = 0; c < kCols; ++c) {
-          dk[c] = fmaf(s[r][c], kr, dk[c]);
-          dq[c] = fmaf(s[r][c], qr, dq[c]);
+          for (int c = 0; c < kCols; ++c) {
+            dk[c] = fmaf(s[r][c], kr, dk[c]);
+            dq[c] = fmaf(s[r][c], qr, dq[c]);
+          }
         }
-      }
-      // Row groups inside a warp: lanes kThreadsPerRow apart.
+        // Row groups inside a warp: lanes kThreadsPerRow apart.
 #pragma unroll
-      for (int offset = kThreadsPerRow; offset < 32; offset *= 2) {
+        for (int offset = kThreadsPerRow; offset < 32; offset *= 2) {
 #pragma unroll
-        for (int c = 0; c < kCols; ++c) {
-          dk[c] += __shfl_xor_sync(0xffffffffu, dk[c], offset);
-          dq[c] += __shfl_xor_sync(0xffffffffu, dq[c], offset);
+          for (int c = 0; c < kCols; ++c) {
+            dk[c] += __shfl_xor_sync(0xffffffffu, dk[c], offset);
+            dq[c] += __shfl_xor_sync(0xffffffffu, dq[c], offset);
+          }
         }
-      }
-      if (lane < kThreadsPerRow) {
+        if (lane < kThreadsPerRow) {
 #pragma unroll
-        for (int c = 0; c < kCols; ++c) {
-          smem.partial[buffer][warp][0][col_group * kCols + c] = dk[c];
-          smem.partial[buffer][warp][1][col_group * kCols + c] = dq[c];
+          for (int c = 0; c < kCols; ++c) {
+            smem.partial[buffer][warp][0][col_group * kCols + c] = dk[c];
+            smem.partial[buffer][warp][1][col_group * kCols + c] = dq[c];
+          }
         }
-      }
-      __syncthreads();
-      float sk[kCols], sq[kCols];
+        __syncthreads();
+        float sk[kCols], sq[kCols];
 #pragma unroll
-      for (int c = 0; c < kCols; ++c) sk[c] = sq[c] = 0.0f;
+        for (int c = 0; c < kCols; ++c) sk[c] = sq[c] = 0.0f;
 #pragma unroll
-      for (int w = 0; w < Shape::kWarps; ++w) {
+        for (int w = 0; w < Shape::kWarps; ++w) {
 #pragma unroll
-        for (int c = 0; c < kCols; ++c) {
-          sk[c] += smem.partial[buffer][w][0][col_group * kCols + c];
-          sq[c] += smem.partial[buffer][w][1][col_group * kCols + c];
+          for (int c = 0; c < kCols; ++c) {
+            sk[c] += smem.partial[buffer][w][0][col_group * kCols + c];
+            sq[c] += smem.partial[buffer][w][1][col_group * kCols + c];
+          }
         }
-      }
-      buffer ^= 1;
+        buffer ^= 1;
 
-      const float beta = smem.beta[t];
-      const float kq = smem.kq[t];
-      float u[kCols], out[kCols];
+        const float beta = smem.beta[t];
+        const float kq = smem.kq[t];
+        float u[kCols], out[kCols];
 #pragma unroll
-      for (int c = 0; c < kCols; ++c) {
-        u[c] = beta * (smem.v[t][col_group * kCols + c] - decay * sk[c]);
-        out[c] = fmaf(decay, sq[c], kq * u[c]);
-      }
-      if (row_group == 0) {
-        InT* dst = o + ((int64_t)(chunk_start + t) * p.num_v_heads + it.head) * Shape::kV + my_col;
-        if (!it.pages_ok) {
-#pragma unroll
-          for (int c = 0; c < kCols; ++c) out[c] = __int_as_float(0x7fc00000);
+        for (int c = 0; c < kCols; ++c) {
+          u[c] = beta * (smem.v[t][col_group * kCols + c] - decay * sk[c]);
+          out[c] = fmaf(decay, sq[c], kq * u[c]);
         }
-        StoreFromFloats<InT, kCols>(dst, out);
+        if (row_group == 0) {
+          InT* dst =
+              o + ((int64_t)(chunk_start + t) * p.num_v_heads + it.head) * Shape::kV + my_col;
+          if (!it.pages_ok) {
+#pragma unroll
+            for (int c = 0; c < kCols; ++c) out[c] = __int_as_float(0x7fc00000);
+          }
+          StoreFromFloats<InT, kCols>(dst, out);
+        }
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          const float kr = smem.k[t][r * kRowGroups + row_group];
+#pragma unroll
+          for (int c = 0; c < kCols; ++c) s[r][c] = fmaf(s[r][c], decay, kr * u[c]);
+        }
       }
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        const float kr = smem.k[t][r * kRowGroups + row_group];
-#pragma unroll
-        for (int c = 0; c < kCols; ++c) s[r][c] = fmaf(s[r][c], decay, kr * u[c]);
+      // A prefix state after this run: kTokensPerChunk divides
+      // kCheckpointTokens, so every multiple of a larger interval ends a chunk.
+      const int done = chunk_start + t - it.bos;
+      if (p.checkpoint_interval > 0 && it.pages_ok && done % p.checkpoint_interval == 0 &&
+          done / p.checkpoint_interval <= it.checkpoint_count) {
+        const int id =
+            p.checkpoint_pages[it.seq * p.checkpoints_per_seq + done / p.checkpoint_interval - 1];
+        if (id != kZeroStatePage) StoreTile<Shape>(p, it, id, s);
       }
     }
     chunk_start += n;
-    // kTokensPerChunk divides kCheckpointTokens: every checkpoint ends a chunk.
-    const int done = chunk_start - it.bos;
-    if (p.checkpoint_interval > 0 && it.pages_ok && done % p.checkpoint_interval == 0 &&
-        done / p.checkpoint_interval <= it.checkpoint_count) {
-      const int id =
-          p.checkpoint_pages[it.seq * p.checkpoints_per_seq + done / p.checkpoint_interval - 1];
-      if (id != kZeroStatePage) StoreTile<Shape>(p, it, id, s);
-    }
     if (chunk_start < it.eos) {  // prefill: stage the next chunk
       __syncthreads();  // everyone is done reading this chunk
       n = min(it.eos - chunk_start, kTokensPerChunk);

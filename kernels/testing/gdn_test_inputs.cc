@@ -308,6 +308,28 @@ absl::StatusOr<ErrorStats> CompareCheckpointStates(
   return worst;
 }
 
+void SetQkRowMagnitudes(const GdnOptions& options,
+                        const std::vector<float>& q_max,
+                        const std::vector<float>& k_max,
+                        oracle::Inputs* inputs) {
+  const int64_t dim = options.shape.head_dim_k;
+  auto rescale = [&](const std::vector<float>& targets, std::vector<float>* x) {
+    if (targets.empty()) return;
+    for (int64_t r = 0; r * dim < static_cast<int64_t>(x->size()); ++r) {
+      const double target = targets[r % targets.size()];
+      float* row = x->data() + r * dim;
+      double max_abs = 0;
+      for (int64_t i = 0; i < dim; ++i) max_abs = std::max(max_abs, double(std::fabs(row[i])));
+      if (target == 0 || max_abs == 0) continue;
+      // In float64: target / max_abs itself may not fit in fp32 (1e-30 / 3).
+      for (int64_t i = 0; i < dim; ++i) row[i] = static_cast<float>(row[i] * (target / max_abs));
+      RoundThrough(options.input_dtype, row, dim);
+    }
+  };
+  rescale(q_max, &inputs->q);
+  rescale(k_max, &inputs->k);
+}
+
 oracle::Inputs MakeRandomInputs(const GdnOptions& options,
                                 const std::vector<int>& seq_lens, uint64_t seed,
                                 bool random_initial_state,

@@ -44,6 +44,17 @@ oracle::Inputs MakeRandomInputs(const GdnOptions& options,
                                 bool random_initial_state,
                                 GateProfile profile = GateProfile::kRandom);
 
+// Extreme magnitudes (shared/GDN.md, "huge / tiny magnitudes"): row r of q
+// (rows [T * Hqk] of K values) is rescaled so that its largest |x| becomes
+// q_max[r % q_max.size()], row r of k likewise by k_max (0: the row stays as
+// drawn; an empty list changes nothing), then rounded to options.input_dtype.
+// E.g. {0, 1e20f, 3e38f, 1e-30f}: sum(x^2) of such rows overflows or
+// underflows fp32, which the kernels' L2 norm must survive.
+void SetQkRowMagnitudes(const GdnOptions& options,
+                        const std::vector<float>& q_max,
+                        const std::vector<float>& k_max,
+                        oracle::Inputs* inputs);
+
 // Tokens [begin, end) of sequence `seq` (positions within the sequence) as a
 // one-sequence input, starting from `initial_state` ([Hv, K, V] or empty).
 oracle::Inputs SliceSequence(const GdnOptions& options,

@@ -11,6 +11,14 @@
 //   - position == expected and the state free-> may run
 // where expected = stored position + tokens of the call now running on it.
 // A call runs only when every one of its sequences may run (all or nothing).
+//
+// Speculative drafts (a sequence marked draft, 2..8 tokens): once a draft of
+// T tokens after position p is stored (open), the next call chooses how
+// many were accepted by its position: p + 1 .. p + T may run (the engine
+// accepts first: StateCache::AcceptDraft); any other position is
+// FAILED_PRECONDITION naming that range. While the draft call itself runs,
+// positions in that range wait for it; a retry of it (position <= p) is
+// refused naming the range too.
 #ifndef GDN_SERVER_ENGINE_ADMISSION_H_
 #define GDN_SERVER_ENGINE_ADMISSION_H_
 
@@ -29,6 +37,8 @@ struct KeyState {
   int64_t stored_position = 0;
   bool busy = false;           // a running call holds its lease
   int64_t running_tokens = 0;  // tokens of that call (0 when free)
+  bool running_draft = false;  // that call's sequence is a draft
+  int32_t open_draft_tokens = 0;  // a stored, uncommitted draft (0: none)
 };
 
 enum class AdmissionAction { kRun, kWait, kReject };

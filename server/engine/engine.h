@@ -152,6 +152,7 @@ class Engine {
   void ExpireIdleSessions(absl::Time now);
   // Admission (engine_admission.cc).
   void AdmitWaiting(absl::Time now);
+  absl::Status AcceptDrafts(const ForwardCall& call);
   absl::Status AcquireLeases(const ForwardCall& call, std::vector<WriteLease>* leases);
   absl::Status RestoreMissingSessions(const ForwardCall& call);
   void DropUnstartedCancelled(absl::Time now);

@@ -41,11 +41,15 @@ void Engine::AdmitWaiting(absl::Time now) {
       if (!state.session_exists) return state;
       absl::StatusOr<int64_t> position = cache_->Position(session, layer);
       state.stored_position = position.ok() ? *position : 0;
+      state.open_draft_tokens = cache_->OpenDraftTokens(session, layer);
       const int32_t slot = slots_.Find(StateKey(session, layer));
       if (slot >= 0) {
         state.busy = true;
         for (const ForwardSequence& seq : slots_[slot].owner->call->sequences) {
-          if (seq.session == session) state.running_tokens = seq.num_tokens;
+          if (seq.session == session) {
+            state.running_tokens = seq.num_tokens;
+            state.running_draft = seq.draft;
+          }
         }
       }
       return state;
@@ -84,6 +88,7 @@ void Engine::AdmitWaiting(absl::Time now) {
     std::unique_ptr<ForwardCall> owned = std::move(*it);
     it = waiting_.erase(it);
     std::vector<WriteLease> leases;
+    if (failure.ok()) failure = AcceptDrafts(*owned);
     if (failure.ok()) failure = AcquireLeases(*owned, &leases);
     if (!failure.ok()) {
       FailWaiting(std::move(owned), std::move(failure));
@@ -103,9 +108,34 @@ void Engine::AdmitWaiting(absl::Time now) {
   }
 }
 
+// Admission allowed the call, so each position is inside its open draft.
+// Accepting is not undone if the leases then fail: the position stays valid
+// for a retry (it is now the stored one).
+absl::Status Engine::AcceptDrafts(const ForwardCall& call) {
+  for (const ForwardSequence& seq : call.sequences) {
+    if (cache_->OpenDraftTokens(seq.session, call.layer) == 0) continue;
+    if (absl::Status s = cache_->AcceptDraft(seq.session, call.layer, seq.position); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Engine::AcquireLeases(const ForwardCall& call, std::vector<WriteLease>* leases) {
   for (const ForwardSequence& seq : call.sequences) {
-    absl::StatusOr<WriteLease> lease = cache_->AcquireForWrite(seq.session, call.layer);
+    // Kept positions: the multiples of the interval inside the sequence.
+    std::vector<int64_t> keep;
+    for (int64_t at = seq.checkpoint_interval > 0
+                          ? (seq.position / seq.checkpoint_interval + 1) * seq.checkpoint_interval
+                          : 0;
+         seq.checkpoint_interval > 0 && at < seq.position + seq.num_tokens;
+         at += seq.checkpoint_interval) {
+      keep.push_back(at);
+    }
+    absl::StatusOr<WriteLease> lease =
+        seq.draft      ? cache_->AcquireForDraft(seq.session, call.layer, seq.num_tokens)
+        : keep.empty() ? cache_->AcquireForWrite(seq.session, call.layer)
+                       : cache_->AcquireForWriteKeeping(seq.session, call.layer, keep);
     if (!lease.ok()) {
       // All or nothing: give back what this call already took.
       for (const WriteLease& taken : *leases) cache_->Abort(taken);

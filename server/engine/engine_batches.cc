@@ -17,6 +17,14 @@ const char* Phase(bool decode) { return decode ? "decode" : "prefill"; }
 
 size_t AlignUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
+// The page the lease keeps the state at `position` in, or kZeroStatePage.
+int32_t KeptPageAt(const WriteLease& lease, int64_t position) {
+  for (size_t i = 0; i < lease.keep_positions.size(); ++i) {
+    if (lease.keep_positions[i] == position) return lease.keep_pages[i];
+  }
+  return kZeroStatePage;
+}
+
 }  // namespace
 
 bool Engine::AnyLaneBusy() const {
@@ -153,8 +161,28 @@ absl::Status Engine::StageAndLaunch(Lane& lane) {
   // a batch of one whole call it goes into the slack of the call's own block
   // right after its inputs, and one upload carries both; otherwise it comes
   // from the lane's buffer in an upload of its own, and the gather follows.
+  //
+  // Drafts (decode batches only) add per-token state pages after the final
+  // pages: kMaxDecodeTokens - 1 slots per sequence (GdnParams'
+  // kPerTokenStates), kZeroStatePage for the sequences that are not drafts.
+  // Kept states (prefill batches only; chunks start at multiples of
+  // kCheckpointTokens within their call) use the same slots at
+  // kCheckpointTokens: slot m of an entry is the state after (m + 1) * 64
+  // tokens of its chunk, a kept page when that position is kept.
+  bool any_draft = false, any_keep = false;
+  int32_t keep_slots = 0;
+  for (const BatchEntry& e : lane.entries) {
+    any_draft |= e.call->call->sequences[e.seq].draft;
+    if (!e.call->leases[e.seq].keep_pages.empty()) {
+      any_keep = true;
+      keep_slots = std::max(keep_slots, CheckpointCount(e.tokens, kCheckpointTokens));
+    }
+  }
+  constexpr int32_t kDraftSlots = kMaxDecodeTokens - 1;
+  const int32_t slots_per_seq = any_draft ? kDraftSlots : keep_slots;
+  const size_t draft_slots = n * slots_per_seq;
   const size_t pages_at = (n + 1) * sizeof(int32_t);
-  const size_t items_at = AlignUp(pages_at + 2 * n * sizeof(int32_t), 16);
+  const size_t items_at = AlignUp(pages_at + (2 * n + draft_slots) * sizeof(int32_t), 16);
   const size_t meta_at = InputLayout::Align(layout.bytes);  // the one-upload form
   const bool one_upload = block_call && meta_at + items_at <= first_block->capacity;
   std::vector<GatherCopy> items;
@@ -196,8 +224,20 @@ absl::Status Engine::StageAndLaunch(Lane& lane) {
     // page the earlier chunks of this call wrote.
     initial[i] = e.offset == 0 ? lease.read_page : lease.write_page;
     final_pages[i] = lease.write_page;
+    for (int32_t j = 0; any_draft && j < kDraftSlots; ++j) {
+      final_pages[n + i * kDraftSlots + j] =
+          j + 1 < lease.draft_tokens ? lease.draft_pages[j] : kZeroStatePage;
+    }
+    for (int32_t j = 0; !any_draft && j < keep_slots; ++j) {
+      final_pages[n + i * keep_slots + j] = KeptPageAt(
+          lease, e.call->call->sequences[e.seq].position + e.offset + (j + 1) * kCheckpointTokens);
+    }
   }
-  std::memcpy(meta + items_at, items.data(), items.size() * sizeof(GatherCopy));
+  // No gather items (inputs all in one block) leaves items.data() null, and
+  // memcpy from null is undefined even for 0 bytes (UBSan, test.sh --sanitize).
+  if (!items.empty()) {
+    std::memcpy(meta + items_at, items.data(), items.size() * sizeof(GatherCopy));
+  }
   lane.cu = reinterpret_cast<const int32_t*>(meta);
 
   BackendStream& stream = *lane.stream;
@@ -244,10 +284,31 @@ absl::Status Engine::StageAndLaunch(Lane& lane) {
   p.o = direct_o ? first_call.o_region : lane.device_o.data();
   p.initial_pages = reinterpret_cast<const int32_t*>(device_meta + pages_at);
   p.final_pages = p.initial_pages + n;
+  if (slots_per_seq > 0) {
+    p.checkpoint_interval = any_draft ? kPerTokenStates : kCheckpointTokens;
+    p.checkpoints_per_seq = slots_per_seq;
+    p.checkpoint_pages = p.final_pages + n;
+  }
   p.pool = cache_->pool();
   absl::Status launched = lane.decode ? stream.Decode(kernel_options_, p)
                                       : stream.Prefill(kernel_options_, p);
   if (!launched.ok()) return launched;
+  // A kept position at the end of a chunk that is not its call's last is in
+  // the final page only until the next chunk: copied now, on this stream.
+  for (size_t i = 0; any_keep && i < n; ++i) {
+    const BatchEntry& e = lane.entries[i];
+    const ForwardSequence& seq = e.call->call->sequences[e.seq];
+    const WriteLease& lease = e.call->leases[e.seq];
+    const int32_t page = KeptPageAt(lease, seq.position + e.offset + e.tokens);
+    if (page == kZeroStatePage || e.offset + e.tokens == seq.num_tokens) continue;
+    char* base = static_cast<char*>(p.pool.base);
+    const GatherCopy item{base + int64_t{lease.write_page} * p.pool.page_bytes, 0,
+                          static_cast<size_t>(p.pool.page_bytes)};
+    if (absl::Status s = stream.Gather(base + int64_t{page} * p.pool.page_bytes, &item, nullptr, 1);
+        !s.ok()) {
+      return s;
+    }
+  }
   if (lane.o_block != nullptr) {
     if (absl::Status s = stream.CopyToHost(lane.o_block->data, p.o, o_bytes); !s.ok()) return s;
   }

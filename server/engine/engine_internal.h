@@ -48,7 +48,9 @@ struct Engine::BatchEntry {
 // (reused from batch to batch), and that batch while it is in flight.
 //
 // Metadata block (host_meta, uploaded once into device_meta):
-//   [cu_seqlens N + 1 | initial_pages N | final_pages N | pad | GatherCopy x M]
+//   [cu_seqlens N + 1 | initial_pages N | final_pages N |
+//    draft pages N x (kMaxDecodeTokens - 1), only in a batch with a draft |
+//    pad | GatherCopy x M]
 // Inputs: device_inputs in InputLayout::For(shape, dtype, T); o: device_o.
 struct Engine::Lane {
   Lane(Backend* backend, int index, bool decode)

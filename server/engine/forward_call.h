@@ -28,6 +28,13 @@ struct ForwardSequence {
   int64_t position = 0;  // tokens this (session, layer) consumed before
   int32_t num_tokens = 0;
   int32_t row_offset = 0;
+  // A speculative draft (2..kMaxDecodeTokens tokens): the state after every
+  // token is kept until the next call's position accepts some (admission.h).
+  bool draft = false;
+  // Prefix reuse (> 0, a multiple of kCheckpointTokens; position a multiple
+  // of kCheckpointTokens): the state at every multiple of this inside
+  // (position, position + num_tokens) is kept (StateCache kept states).
+  int32_t checkpoint_interval = 0;
 };
 
 // The call's inputs, checked by the request thread: every value finite,

@@ -103,6 +103,31 @@ ServerMetrics::ServerMetrics(absl::string_view version,
                       .Help("Writes that left a shared (forked) page")
                       .Register(*registry_)
                       .Add({})),
+      draft_tokens_(BuildCounter()
+                        .Name("gdn_draft_tokens_total")
+                        .Help("Speculative draft tokens stored (per session and layer)")
+                        .Register(*registry_)
+                        .Add({})),
+      accepted_tokens_(BuildCounter()
+                           .Name("gdn_draft_accepted_tokens_total")
+                           .Help("Draft tokens accepted by the next position")
+                           .Register(*registry_)
+                           .Add({})),
+      draft_pages_(BuildGauge()
+                       .Name("gdn_draft_pages")
+                       .Help("State pages held by uncommitted drafts")
+                       .Register(*registry_)
+                       .Add({})),
+      kept_states_(BuildGauge()
+                       .Name("gdn_kept_states")
+                       .Help("Kept states for forks at earlier positions (one page each)")
+                       .Register(*registry_)
+                       .Add({})),
+      kept_dropped_(BuildCounter()
+                        .Name("gdn_kept_states_dropped_total")
+                        .Help("Kept states dropped, least recently used first, to make room")
+                        .Register(*registry_)
+                        .Add({})),
       device_used_(BuildGauge()
                        .Name("gdn_device_memory_used_bytes")
                        .Help("Device memory in use")
@@ -252,6 +277,11 @@ void ServerMetrics::UpdateStateCache(const StateCacheStats& s) {
   AddCounter(evictions_, s.evictions, last_stats_.evictions);
   AddCounter(expired_, s.expired, last_stats_.expired);
   AddCounter(cow_copies_, s.cow_copies, last_stats_.cow_copies);
+  AddCounter(draft_tokens_, s.draft_tokens, last_stats_.draft_tokens);
+  AddCounter(accepted_tokens_, s.accepted_tokens, last_stats_.accepted_tokens);
+  draft_pages_.Set(static_cast<double>(s.draft_pages));
+  kept_states_.Set(static_cast<double>(s.kept_states));
+  AddCounter(kept_dropped_, s.kept_dropped, last_stats_.kept_dropped);
   last_stats_ = s;
 }
 

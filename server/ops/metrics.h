@@ -15,6 +15,12 @@
 //   gdn_state_cache_bytes{tier,state}          gauge
 //   gdn_state_{spills,restores,evictions}_total, gdn_sessions_expired_total,
 //   gdn_cow_copies_total                       counters (from the cache)
+//   gdn_draft_tokens_total, gdn_draft_accepted_tokens_total  counters (from the
+//                                              cache): speculative draft tokens
+//                                              stored, and of those accepted
+//   gdn_draft_pages                            gauge, pages of open drafts
+//   gdn_kept_states                            gauge, kept states (prefix reuse)
+//   gdn_kept_states_dropped_total              counter, dropped to make room
 //   gdn_device_memory_{used,total}_bytes       gauges
 //   gdn_io_buffer_bytes{state}                 gauge, state = in_use/allocated:
 //                                              host I/O memory of calls in flight
@@ -108,6 +114,11 @@ class ServerMetrics {
   prometheus::Counter& evictions_;
   prometheus::Counter& expired_;
   prometheus::Counter& cow_copies_;
+  prometheus::Counter& draft_tokens_;
+  prometheus::Counter& accepted_tokens_;
+  prometheus::Gauge& draft_pages_;
+  prometheus::Gauge& kept_states_;
+  prometheus::Counter& kept_dropped_;
   prometheus::Gauge& device_used_;
   prometheus::Gauge& device_total_;
   prometheus::Family<prometheus::Gauge>& io_bytes_;

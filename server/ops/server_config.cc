@@ -29,6 +29,9 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
     return absl::InvalidArgumentError(
         "decode_lanes, prefill_lanes and completion_threads must be >= 1");
   }
+  if (c.max_channels < 0 || c.channel_spin < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("max_channels and channel_spin_us must be >= 0");
+  }
   if (c.idle_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("idle_timeout_s must be > 0");
   }
@@ -88,6 +91,8 @@ std::string DescribeServerConfig(const ServerConfig& c) {
   absl::StrAppend(&out, "  max_message_bytes = ", c.max_message_bytes, "\n");
   absl::StrAppend(&out, "  grpc window / max frame = ", c.grpc_window_bytes, " / ",
                   c.grpc_max_frame_bytes, " bytes (0 = gRPC default)\n");
+  absl::StrAppend(&out, "  channels = ", c.max_channels, " at most, spinning ",
+                  absl::FormatDuration(c.channel_spin), " after a call\n");
   absl::StrAppend(&out, "  drain_timeout = ",
                   absl::FormatDuration(c.drain_timeout), "\n");
   absl::StrAppend(&out, "  snapshot_dir = ",

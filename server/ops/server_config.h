@@ -54,6 +54,16 @@ struct ServerConfig {
   int32_t grpc_window_bytes = 64 << 20;
   int32_t grpc_max_frame_bytes = 1 << 20;
 
+  // Same-host Forward channels (server/channel/): how many may be open at
+  // once (a thread each), and how long a channel's thread keeps polling
+  // after a call before it sleeps (a runner's next layer call usually
+  // comes sooner; 0: sleep at once, every call then pays a futex wake-up).
+  // Polling takes a core: on a machine with few cores it delays the
+  // engine's own threads more than a wake-up costs (--channel_spin_us
+  // defaults to 0 below 8 hardware threads, server_flags.cc).
+  int max_channels = 16;
+  absl::Duration channel_spin = absl::ZeroDuration();
+
   // DIAGNOSTIC ONLY (gdn-bench's transport ceiling): Forward calls are
   // validated, admitted in position order, batched and answered, but no
   // kernel runs and no state page is written; o comes back as zeros of the

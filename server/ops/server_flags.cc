@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -61,6 +62,13 @@ ABSL_FLAG(gdn::ByteSize, grpc_window_bytes, gdn::ByteSize{64 << 20},
           "default)");
 ABSL_FLAG(gdn::ByteSize, grpc_max_frame_bytes, gdn::ByteSize{1 << 20},
           "largest HTTP/2 DATA frame accepted (0: gRPC's default 16KiB)");
+ABSL_FLAG(int32_t, max_channels, 16,
+          "same-host Forward channels open at once (OpenChannel; a thread "
+          "each)");
+ABSL_FLAG(int64_t, channel_spin_us, -1,
+          "how long a channel's thread polls after a call before it sleeps "
+          "(0: sleep at once; -1: 1000 with 8 or more hardware threads, else "
+          "0, as polling on few cores starves the engine's threads)");
 ABSL_FLAG(int32_t, cpu_threads, 0, "cpu backend threads (0 = one per core)");
 ABSL_FLAG(int64_t, drain_timeout_s, 10,
           "on SIGTERM / SIGINT, how long in-flight calls may take to finish");
@@ -127,6 +135,10 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags() {
   c.io_buffer_bytes = absl::GetFlag(FLAGS_io_buffer_bytes).bytes;
   c.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   c.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
+  c.max_channels = absl::GetFlag(FLAGS_max_channels);
+  const int64_t spin_us = absl::GetFlag(FLAGS_channel_spin_us);
+  c.channel_spin = absl::Microseconds(
+      spin_us >= 0 ? spin_us : (std::thread::hardware_concurrency() >= 8 ? 1000 : 0));
   c.diagnostic_no_compute = absl::GetFlag(FLAGS_diagnostic_no_compute);
   c.snapshot_dir = absl::GetFlag(FLAGS_snapshot_dir);
   if (absl::Status s = ValidateServerConfig(c); !s.ok()) return s;

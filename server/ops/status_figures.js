@@ -99,6 +99,8 @@ function renderFigures(newest, oldest) {
   show("calls-per-second", rate("gdn_requests_total"), formatRate);
   show("tokens-per-second", rate("gdn_tokens_total"), formatRate);
   show("sessions", total(now, "gdn_sessions"), formatCount);
+  show("draft-pages", total(now, "gdn_draft_pages"), formatCount);
+  show("kept-states", total(now, "gdn_kept_states"), formatCount);
   show("device-memory-used", total(now, "gdn_device_memory_used_bytes"), formatBytes);
   show("device-memory-total", total(now, "gdn_device_memory_total_bytes"), formatBytes);
 
@@ -191,7 +193,10 @@ function renderFigures(newest, oldest) {
                             ["restores", "gdn_state_restores_total"],
                             ["evictions", "gdn_state_evictions_total"],
                             ["sessions-expired", "gdn_sessions_expired_total"],
-                            ["cow-copies", "gdn_cow_copies_total"]]) {
+                            ["cow-copies", "gdn_cow_copies_total"],
+                            ["draft-tokens", "gdn_draft_tokens_total"],
+                            ["draft-accepted", "gdn_draft_accepted_tokens_total"],
+                            ["kept-dropped", "gdn_kept_states_dropped_total"]]) {
     show(id, total(now, name), formatCount);
     show(id + "-per-second", rate(name), formatRate);
   }

@@ -43,7 +43,10 @@ absl::StatusOr<SharedMemoryMapping> MapSharedMemory(absl::string_view key, int64
   if (offset > st.st_size || bytes > st.st_size - offset) {
     close(fd);
     return absl::InvalidArgumentError(absl::StrCat(
-        "byte_size: [", offset, ", ", offset + bytes, ") lies past the end of shm '", name,
+        // The end in uint64: offset near 2^63 is the client's to send, and
+        // both are >= 0 here, so the sum cannot wrap.
+        "byte_size: [", offset, ", ", static_cast<uint64_t>(offset) + static_cast<uint64_t>(bytes),
+        ") lies past the end of shm '", name,
         "' (", st.st_size, " bytes)"));
   }
   // mmap's offset must be a multiple of the page size.

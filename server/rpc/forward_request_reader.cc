@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/gating.h"
+#include "kernels/gdn_params.h"
 #include "proto/tensor_codec.h"
 #include "server/sessions/session_id.h"
 
@@ -150,8 +151,29 @@ absl::StatusOr<std::vector<ForwardSequence>> ReadSequences(
       return absl::InvalidArgumentError(
           absl::StrCat(field, ".num_tokens: must be >= 1, got ", spec.num_tokens));
     }
+    if (spec.draft && (spec.num_tokens < 2 || spec.num_tokens > kMaxDecodeTokens)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".draft: a draft has 2..", kMaxDecodeTokens, " tokens, got num_tokens ",
+          spec.num_tokens));
+    }
+    if (spec.checkpoint_interval != 0) {
+      if (spec.checkpoint_interval < 0 || spec.checkpoint_interval % kCheckpointTokens != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ".checkpoint_interval: must be a positive multiple of ", kCheckpointTokens,
+            " (or 0), got ", spec.checkpoint_interval));
+      }
+      if (spec.draft) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ".checkpoint_interval: not with draft"));
+      }
+      if (spec.position % kCheckpointTokens != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ".checkpoint_interval: the sequence must start at a multiple of ",
+            kCheckpointTokens, " tokens; position is ", spec.position));
+      }
+    }
     out.push_back({spec.session_id, spec.position, spec.num_tokens,
-                   static_cast<int32_t>(*total)});
+                   static_cast<int32_t>(*total), spec.draft, spec.checkpoint_interval});
     *total += spec.num_tokens;
     if (*total > std::numeric_limits<int32_t>::max()) {
       return absl::InvalidArgumentError("sequences: total num_tokens exceeds 2^31 - 1");

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -166,8 +167,10 @@ grpc::ServerUnaryReactor* GdnServiceImpl::ForkSession(
               !s.ok()) {
             return s;
           }
-          return ForkSessionOp(cache, request->parent_id(),
-                               request->child_id());
+          return ForkSessionOp(cache, request->parent_id(), request->child_id(),
+                               request->has_at_position()
+                                   ? std::optional<int64_t>(request->at_position())
+                                   : std::nullopt);
         }();
         if (id.ok()) response->set_session_id(*id);
         FinishUnary(reactor, "ForkSession", start, id.status());

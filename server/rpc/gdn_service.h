@@ -25,7 +25,7 @@ namespace gdn {
 // Forward and ForwardStream raw, every other method typed (the generated
 // CallbackService with the two Forward methods swapped for raw ones).
 using GdnV1 = gdn::v1::GdnService;
-using GdnServiceBase = GdnV1::WithRawCallbackMethod_Forward<
+using GdnServiceBase = GdnV1::WithCallbackMethod_CommitDraft<GdnV1::WithRawCallbackMethod_Forward<
     GdnV1::WithRawCallbackMethod_ForwardStream<GdnV1::WithCallbackMethod_CreateSession<
         GdnV1::WithCallbackMethod_CloseSession<GdnV1::WithCallbackMethod_ForkSession<
             GdnV1::WithCallbackMethod_DescribeSession<GdnV1::WithCallbackMethod_ListSessions<
@@ -34,7 +34,9 @@ using GdnServiceBase = GdnV1::WithRawCallbackMethod_Forward<
                         GdnV1::WithCallbackMethod_RegisterRegion<
                             GdnV1::WithCallbackMethod_UnregisterRegion<
                                 GdnV1::WithCallbackMethod_ListRegions<
-                                    GdnV1::Service>>>>>>>>>>>>>;
+                                    GdnV1::WithCallbackMethod_OpenChannel<
+                                        GdnV1::WithCallbackMethod_CloseChannel<
+                                            GdnV1::Service>>>>>>>>>>>>>>>>;
 
 class GdnServiceImpl final : public GdnServiceBase {
  public:
@@ -74,6 +76,11 @@ class GdnServiceImpl final : public GdnServiceBase {
       grpc::CallbackServerContext* context,
       gdn::v1::ImportSessionResponse* response) override;
 
+  // Speculative drafts (draft_methods.cc).
+  grpc::ServerUnaryReactor* CommitDraft(grpc::CallbackServerContext* context,
+                                        const gdn::v1::CommitDraftRequest* request,
+                                        gdn::v1::CommitDraftResponse* response) override;
+
   grpc::ServerUnaryReactor* GetServerInfo(
       grpc::CallbackServerContext* context,
       const gdn::v1::ServerInfoRequest* request,
@@ -89,6 +96,14 @@ class GdnServiceImpl final : public GdnServiceBase {
   grpc::ServerUnaryReactor* ListRegions(grpc::CallbackServerContext* context,
                                         const gdn::v1::ListRegionsRequest* request,
                                         gdn::v1::ListRegionsResponse* response) override;
+
+  // Same-host Forward channels (channel_methods.cc).
+  grpc::ServerUnaryReactor* OpenChannel(grpc::CallbackServerContext* context,
+                                        const gdn::v1::OpenChannelRequest* request,
+                                        gdn::v1::OpenChannelResponse* response) override;
+  grpc::ServerUnaryReactor* CloseChannel(grpc::CallbackServerContext* context,
+                                         const gdn::v1::CloseChannelRequest* request,
+                                         gdn::v1::CloseChannelResponse* response) override;
 
  private:
   // Records the request metric and finishes `reactor` with `status`.

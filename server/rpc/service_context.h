@@ -10,6 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "gdn/v1/gdn.pb.h"
+#include "server/channel/channel_registry.h"
 #include "server/sessions/drain_gate.h"
 #include "server/engine/engine.h"
 #include "server/ops/metrics.h"
@@ -33,6 +34,8 @@ struct ServiceContext {
   // until clients authenticate; then the owner comes from the call.
   RegionRegistry* regions = nullptr;
   RegionAccess region_access;  // {regions, the backend, owner ""}
+  // Same-host Forward channels (server/channel/), owner "" like regions.
+  ChannelRegistry* channels = nullptr;
 
   // Every call that names or creates a session: EnterCall() before handing
   // work to the engine (UNAVAILABLE "draining" once a drain began: the call

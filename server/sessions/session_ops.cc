@@ -25,9 +25,12 @@ absl::StatusOr<std::string> CreateSessionOp(StateCache& cache,
 
 absl::StatusOr<std::string> ForkSessionOp(StateCache& cache,
                                           const std::string& parent,
-                                          const std::string& child) {
+                                          const std::string& child,
+                                          std::optional<int64_t> at_position) {
   const std::string id = child.empty() ? GenerateSessionId(cache) : child;
-  if (absl::Status s = cache.ForkSession(parent, id); !s.ok()) return s;
+  absl::Status forked = at_position ? cache.ForkSessionAt(parent, id, *at_position)
+                                    : cache.ForkSession(parent, id);
+  if (!forked.ok()) return forked;
   return id;
 }
 
@@ -45,6 +48,8 @@ absl::StatusOr<gdn::v1::DescribeSessionResponse> DescribeSessionOp(
     p->set_has_state(l.has_state);
     p->set_tier(l.tier == Tier::kDevice ? "device" : "host");
     p->set_shared_with(l.shared_with);
+    p->set_draft_tokens(l.draft_tokens);
+    for (int64_t position : l.kept_positions) p->add_kept_positions(position);
   }
   out.set_state_bytes(info->bytes);
   out.set_idle_seconds(

@@ -3,6 +3,8 @@
 #ifndef GDN_SERVER_SESSIONS_SESSION_OPS_H_
 #define GDN_SERVER_SESSIONS_SESSION_OPS_H_
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,9 +23,12 @@ std::string GenerateSessionId(const StateCache& cache);
 // `requested_id` empty: the server picks one. AlreadyExists when taken.
 absl::StatusOr<std::string> CreateSessionOp(StateCache& cache,
                                             const std::string& requested_id);
+// With `at_position`, the child starts from the parent's kept states there
+// (StateCache::ForkSessionAt).
 absl::StatusOr<std::string> ForkSessionOp(StateCache& cache,
                                           const std::string& parent,
-                                          const std::string& child);
+                                          const std::string& child,
+                                          std::optional<int64_t> at_position = std::nullopt);
 absl::StatusOr<gdn::v1::DescribeSessionResponse> DescribeSessionOp(
     const StateCache& cache, const std::string& id, absl::Time now);
 // Every layer's state as host bytes (zero states empty).

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "proto/session_file.h"
+#include "server/sessions/draft_ops.h"
 #include "server/sessions/session_ops.h"
 #include "server/sessions/session_transfer.h"
 
@@ -320,6 +321,9 @@ SnapshotDrainReport SessionSnapshotDir::WriteAll(StateCache& cache) {
   for (const std::string& id : cache.ListSessions()) {
     absl::Status status;
     {
+      // An open speculative draft is committed in full: the snapshot holds
+      // one state per layer (gdn.proto SequenceSpec.draft).
+      CommitAllDrafts(cache, id);
       absl::StatusOr<SessionStates> states = ExportSessionOp(cache, id);
       status = states.status();
       if (status.ok()) {

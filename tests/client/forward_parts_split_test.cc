@@ -75,7 +75,13 @@ Request RandomRequest(std::mt19937_64& rng, bool fused) {
     s->set_session_id(sid);
     s->set_position(position);
     s->set_num_tokens(tokens);
-    r.parts.sequences.push_back({sid, position, tokens});
+    // Some short sequences are speculative drafts: never split across parts.
+    // and some keep states (checkpoint_interval): neither is ever split.
+    const bool draft = tokens >= 2 && tokens <= 8 && rng() % 2 == 0;
+    const int32_t interval = !draft && rng() % 4 == 0 ? 64 : 0;
+    s->set_draft(draft);
+    s->set_checkpoint_interval(interval);
+    r.parts.sequences.push_back({sid, position, tokens, draft, interval});
     t += tokens;
   }
   const int64_t hqk = 1 + rng() % 3, hv = hqk * (1 + rng() % 2), k = 8 << (rng() % 3);
@@ -165,6 +171,12 @@ TEST(ForwardPartsSplitTest, PartsReferenceTheCallersBytes) {
   };
   Request r = RandomRequest(rng, false);
   while (packed_bytes(r) < 4 * kForwardMessageSlackBytes) r = RandomRequest(rng, false);
+  for (size_t i = 0; i < r.parts.sequences.size(); ++i) {  // splittable everywhere
+    r.parts.sequences[i].draft = false;
+    r.parts.sequences[i].checkpoint_interval = 0;
+    r.proto.mutable_sequences(static_cast<int>(i))->clear_draft();
+    r.proto.mutable_sequences(static_cast<int>(i))->clear_checkpoint_interval();
+  }
   const int64_t packed = packed_bytes(r);
   const int64_t limit = kForwardMessageSlackBytes +
                         static_cast<int64_t>(r.proto.ByteSizeLong()) - packed + packed / 3;

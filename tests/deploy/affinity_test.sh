@@ -7,10 +7,16 @@
 #   - affinity_driver creates sessions through the proxy, checks they spread
 #     over the servers and that every output matches the float64 oracle; when
 #     it is ready it names a server, which this script SIGTERMs; the driver
-#     keeps going (UNAVAILABLE retried, nginx fails over, the next server
-#     restores each session from the snapshot dir) and checks that nothing
+#     keeps going (UNAVAILABLE retried: nginx marks the drained server down
+#     and sends the retry to the next server, which restores each session
+#     from the snapshot dir) and checks that nothing
 #     was lost;
-#   - gdn-bench must finish with no errors (retried tries are counted apart).
+#   - gdn-bench must finish with no errors (retried tries are counted apart);
+#   - no call is lost in the drain: nginx's access log shows every call
+#     through the proxy answered OK or UNAVAILABLE (retryable, not applied),
+#     never e.g. CANCELLED (issue 21, defect 10).
+# AFFINITY_BENCH_SESSIONS=24 (default 4) loads the drain harder, for loops
+# such as `ctest -R deploy_affinity --repeat until-fail:20`.
 # Usage: affinity_test.sh GDN_SERVER GDN_BENCH AFFINITY_DRIVER
 # Needs nginx (Debian's package; scripts/install_deps.sh installs it).
 set -euo pipefail
@@ -149,7 +155,10 @@ done
 target="$(cat "$work/ready")"
 # Load from gdn-bench before, during and after the drain (the driver keeps
 # going meanwhile: it stops a few rounds after the server is gone).
-"$bench_bin" --server="$proxy" --sessions=4 --sessions_per_call=2 --prefill_tokens=24 \
+# AFFINITY_BENCH_SESSIONS raises the load (and the calls in flight when the
+# drained server shuts down) for stress loops; the default keeps CI light.
+bench_sessions="${AFFINITY_BENCH_SESSIONS:-4}"
+"$bench_bin" --server="$proxy" --sessions="$bench_sessions" --sessions_per_call=2 --prefill_tokens=24 \
   --decode_steps=12 --duration_s=12 --progress=false --json_out="$work/bench.json" \
   >"$work/bench.log" 2>&1 &
 bench_pid=$!
@@ -167,11 +176,42 @@ grep -i -E 'drain|snapshot' "$work/server$target.log" | tail -n 5 || true
 driver_status=0
 wait "$driver_pid" || driver_status=$?
 cat "$work/driver.log"
-[ "$driver_status" -eq 0 ] || fail "affinity_driver failed ($driver_status)"
-
 bench_status=0
 wait "$bench_pid" || bench_status=$?
 grep -E '^  (errors|retries)' "$work/bench.log" || true
+
+# No call may be lost in the drain: every call through the proxy (the
+# driver's, gdn-bench's, retries included) ended OK or UNAVAILABLE (a gRPC
+# status in the trailers or in a trailers-only answer, or nginx's own 502 /
+# 503 / 504, which gRPC clients read as UNAVAILABLE). Anything else, e.g. a
+# CANCELLED from a server shutting down, fails the test.
+python3 - "$work/nginx/access.log" <<'EOF'
+import collections, re, sys
+ok, unavailable, lost = 0, 0, collections.Counter()
+examples = []
+for line in open(sys.argv[1]):
+    m = re.search(r'" (\d{3}) ', line)
+    if not m:
+        continue
+    fields = dict(re.findall(r'(\w+)=(\S*)', line))
+    codes = {fields.get("grpc_status", "-"), fields.get("grpc_header_status", "-")} - {"-", ""}
+    if codes == {"0"}:
+        ok += 1
+    elif codes == {"14"} or (not codes and m.group(1) in ("502", "503", "504")):
+        unavailable += 1
+    else:
+        lost[",".join(sorted(codes)) or "http " + m.group(1)] += 1
+        if len(examples) < 5:
+            examples.append(line.strip())
+print("affinity_test: calls through the proxy: %d OK, %d UNAVAILABLE (retried), %d other"
+      % (ok, unavailable, sum(lost.values())))
+if lost:
+    sys.exit("affinity_test: FAIL: calls lost in the drain (gRPC status: count) %s:\n  %s"
+             % (dict(lost), "\n  ".join(examples)))
+if ok == 0:
+    sys.exit("affinity_test: FAIL: the proxy logged no call")
+EOF
+[ "$driver_status" -eq 0 ] || fail "affinity_driver failed ($driver_status)"
 [ "$bench_status" -eq 0 ] || fail "gdn-bench failed ($bench_status)"
 python3 - "$work/bench.json" <<'EOF'
 import json, sys

@@ -195,6 +195,8 @@ def check(elements, samples, args):
         c.expect_true(sessions == args.sessions,
                       f"gdn_sessions is {sessions}, the test opened "
                       f"{args.sessions}")
+    c.expect("draft-pages", total(samples, "gdn_draft_pages"))
+    c.expect("kept-states", total(samples, "gdn_kept_states"))
     c.expect("device-memory-used", total(samples, "gdn_device_memory_used_bytes"))
     c.expect("device-memory-total", total(samples, "gdn_device_memory_total_bytes"))
     # Idle server: nothing changed between the page's scrapes.
@@ -253,7 +255,10 @@ def check(elements, samples, args):
                              ("restores", "gdn_state_restores_total"),
                              ("evictions", "gdn_state_evictions_total"),
                              ("sessions-expired", "gdn_sessions_expired_total"),
-                             ("cow-copies", "gdn_cow_copies_total")]:
+                             ("cow-copies", "gdn_cow_copies_total"),
+                             ("draft-tokens", "gdn_draft_tokens_total"),
+                             ("draft-accepted", "gdn_draft_accepted_tokens_total"),
+                             ("kept-dropped", "gdn_kept_states_dropped_total")]:
         c.expect(element_id, total(samples, name))
         c.expect(element_id + "-per-second", 0.0)
     spills = total(samples, "gdn_state_spills_total")

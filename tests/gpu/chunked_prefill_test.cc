@@ -150,6 +150,7 @@ class ChunkedPrefillTest : public CudaBackendTest {
     oracle::Inputs inputs =
         testing::MakeRandomInputs(options, lens, seed, random_initial_state, profile);
     if (equal_tokens) MakeTokensEqualWithinSequences(options, &inputs);
+    testing::SetQkRowMagnitudes(options, q_max_, k_max_, &inputs);
     absl::StatusOr<testing::BackendOutputs> got =
         testing::RunOnBackend(via != nullptr ? *via : *chunked_, options, inputs,
                               testing::EntryPoint::kPrefill);
@@ -180,6 +181,9 @@ class ChunkedPrefillTest : public CudaBackendTest {
   }
 
   std::unique_ptr<ChunkedOnlyBackend> chunked_;
+  // Row magnitudes ExpectPrefillMatches gives q / k (SetQkRowMagnitudes;
+  // empty: as drawn).
+  std::vector<float> q_max_, k_max_;
 };
 
 GdnOptions Options(int hqk, int hv, int k, int v) {
@@ -237,6 +241,29 @@ TEST_F(ChunkedPrefillTest, ExtremeGates) {
     fused.gating = GatingMode::kFused;
     ExpectPrefillMatches(fused, {200, 1}, true, profile);
   }
+}
+
+// Issue 21, defect 6: q/k rows whose fp32 sum of squares overflows (max|x|
+// 1e20, 3e38) or underflows (1e-30) under the in-kernel L2 norm of kernel
+// 1's phase 1 (and its raw q k^T, k k^T products), in both kernel-1
+// variants; fp32 inputs become bf16 operands there.
+TEST_F(ChunkedPrefillTest, HugeAndTinyQkRowsUnderTheL2Norm) {
+  q_max_ = {0, 1e20f, 3e38f, 1e-30f, 2e19f};
+  k_max_ = {1e30f, 0, 1e-30f, 3e38f, 1e20f};
+  for (DType dt : {DType::kBF16, DType::kF32}) {
+    for (auto [k, v] : {std::pair{128, 128}, {64, 64}}) {
+      for (int variant : {3, 4}) {
+        SCOPED_TRACE(absl::StrCat("kernel 1 variant ", variant));
+        chunked_->Configure(variant, 0);
+        GdnOptions options = Options(2, 4, k, v);
+        options.input_dtype = dt;
+        ExpectPrefillMatches(options, {130, 65, 1}, true);
+      }
+    }
+  }
+  chunked_->Configure(cuda::ChunkedPrefill::kDefaultSolve, 0);
+  q_max_.clear();
+  k_max_.clear();
 }
 
 // fp16 inputs take fp16 operands in all three kernels (their own instances):

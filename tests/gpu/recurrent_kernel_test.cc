@@ -244,6 +244,56 @@ TEST_F(RecurrentKernelTest, ExtremeInputs) {
   }
 }
 
+// Issue 21, defect 6: q/k rows whose fp32 sum of squares overflows (max|x|
+// 1e20, 3e38: bf16 holds them) or underflows (1e-30) under the in-kernel L2
+// norm (StageTokens, shared by every variant). Before the fix those heads'
+// o came out 0 and k = 1e30 left the state unwritten.
+TEST_F(RecurrentKernelTest, HugeAndTinyQkRowsUnderTheL2Norm) {
+  auto* cuda = dynamic_cast<cuda::CudaBackend*>(backend_.get());
+  ASSERT_NE(cuda, nullptr);
+  const std::vector<float> q_max = {0, 1e20f, 3e38f, 1e-30f, 2e19f};
+  const std::vector<float> k_max = {1e30f, 0, 1e-30f, 3e38f, 1e20f};
+  for (DType in : {DType::kF32, DType::kBF16}) {
+    for (int dim : {64, 128}) {
+      const GdnOptions options =
+          MakeOptions(2, 4, dim, dim, in, StateDType::kF32, GatingMode::kDirect, true);
+      oracle::Inputs decode = testing::MakeRandomInputs(options, {1, 8, 3, 5}, FreshSeed(), true);
+      testing::SetQkRowMagnitudes(options, q_max, k_max, &decode);
+      ExpectMatchesOracle(options, decode, EntryPoint::kDecode, "extreme q/k, decode");
+      oracle::Inputs prefill = testing::MakeRandomInputs(options, {40, 9}, FreshSeed(), true);
+      testing::SetQkRowMagnitudes(options, q_max, k_max, &prefill);
+      ExpectMatchesOracle(options, prefill, EntryPoint::kPrefill, "extreme q/k, prefill");
+      // Every block-shape variant stages tokens the same way: each forced.
+      const oracle::Outputs want = oracle::Run(options, decode);
+      for (auto variant : {cuda::RecurrentVariant::kSmall, cuda::RecurrentVariant::kLarge,
+                           cuda::RecurrentVariant::kWide, cuda::RecurrentVariant::kPersistent,
+                           cuda::RecurrentVariant::kPersistentDeep}) {
+        SCOPED_TRACE(absl::StrCat(cuda::RecurrentVariantName(variant), " ",
+                                  DescribeOptions(options)));
+        auto call = testing::StagedCall::Create(*backend_, options, decode);
+        ASSERT_TRUE(call.ok()) << call.status();
+        ASSERT_TRUE(cuda::LaunchRecurrent(options,
+                                          cuda::MakeRecurrentParams(options, (*call)->params()),
+                                          cuda->stream(), variant, /*pdl=*/false)
+                        .ok());
+        ASSERT_TRUE(backend_->Synchronize().ok());
+        auto got = (*call)->Fetch();
+        ASSERT_TRUE(got.ok()) << got.status();
+        const auto o_err = testing::Compare(got->o.data(), want.o.data(), want.o.size());
+        EXPECT_EQ(o_err.nonfinite, 0);
+        EXPECT_LE(o_err.max_abs_rel, OutputTolerance(options)) << testing::ToString(o_err);
+        for (size_t i = 0; i < want.final_states.size(); ++i) {
+          const auto s_err = testing::Compare(got->final_states[i].data(),
+                                              want.final_states[i].data(),
+                                              want.final_states[i].size());
+          EXPECT_LE(s_err.max_abs_rel, StateTolerance(options))
+              << "state " << i << " " << testing::ToString(s_err);
+        }
+      }
+    }
+  }
+}
+
 // g = 0 for 100k steps (no decay at all): the delta rule alone keeps the
 // state bounded; the fp32 recurrence must stay close to float64 and finite.
 TEST_F(RecurrentKernelTest, NoDecayHundredThousandSteps) {

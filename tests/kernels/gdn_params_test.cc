@@ -144,5 +144,25 @@ TEST_F(GdnParamsTest, CheckpointsAreChecked) {
   EXPECT_EQ(CheckpointCount(1000, 128), 7);
 }
 
+// kPerTokenStates: len - 1 slots per sequence, and only sequences of at most
+// kMaxDecodeTokens tokens (lengths 1, 4, 2 here; then one of 9).
+TEST_F(GdnParamsTest, PerTokenStatesAreChecked) {
+  GdnParams p = p_;
+  std::vector<int32_t> slots(21, 0);
+  p.checkpoint_interval = kPerTokenStates;
+  p.checkpoint_pages = slots.data();
+  p.checkpoints_per_seq = 2;
+  ExpectError(p, 0, "checkpoints_per_seq");  // sequence 1 (4 tokens) needs 3
+  p.checkpoints_per_seq = 3;
+  EXPECT_TRUE(ValidateParams(options_, p, kMaxDecodeTokens).ok());
+  std::vector<int32_t> cu = {0, 9, 10, 11};
+  p.cu_seqlens = p.cu_seqlens_host = cu.data();
+  p.total_tokens = 11;
+  p.checkpoints_per_seq = 8;
+  ExpectError(p, 0, "per-token states");
+  EXPECT_EQ(CheckpointCount(8, kPerTokenStates), 7);
+  EXPECT_EQ(CheckpointCount(1, kPerTokenStates), 0);
+}
+
 }  // namespace
 }  // namespace gdn

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -48,6 +49,8 @@ gdn::v1::ForwardRequest RandomRequest(std::mt19937_64& rng) {
     s->set_session_id(absl::StrCat("session-", rng() % 100000, i));
     s->set_position(static_cast<int64_t>(rng() % 100000));
     s->set_num_tokens(1 + static_cast<int32_t>(rng() % 64));
+    if (rng() % 3 == 0) s->set_draft(true);
+    if (rng() % 3 == 0) s->set_checkpoint_interval(64 << (rng() % 3));
   }
   for (gdn::v1::Tensor* t : {r.mutable_q(), r.mutable_k(), r.mutable_v(), r.mutable_g(),
                              r.mutable_beta()}) {
@@ -98,6 +101,8 @@ void ExpectFields(const WireMessage& m, const ForwardRequestFields& f,
     EXPECT_EQ(f.sequences[i].session_id, r.sequences(i).session_id());
     EXPECT_EQ(f.sequences[i].position, r.sequences(i).position());
     EXPECT_EQ(f.sequences[i].num_tokens, r.sequences(i).num_tokens());
+    EXPECT_EQ(f.sequences[i].draft, r.sequences(i).draft());
+    EXPECT_EQ(f.sequences[i].checkpoint_interval, r.sequences(i).checkpoint_interval());
   }
   ExpectTensor(m, f.q, r.q(), r.has_q());
   ExpectTensor(m, f.k, r.k(), r.has_k());
@@ -206,6 +211,55 @@ TEST(ForwardWireTest, ATensorTwiceIsRefused) {
   EXPECT_THAT(f.status().message(), HasSubstr("v appears twice"));
 }
 
+// Found by tests/fuzz/forward_wire_fuzz.cc: bytes protobuf's parser refuses
+// must not scan. A length-delimited field longer than what is left was
+// silently cut to the end of the message (PushLimit clamps); a ref twice
+// merged in protobuf but not here; a ref then an empty data field is data
+// in protobuf (the oneof's last) but was a ref here; a tag varint over 5
+// bytes had its high bits dropped.
+TEST(ForwardWireTest, BytesProtobufRefusesDoNotScan) {
+  using namespace std::string_literals;
+  // Refused by protobuf's parser too.
+  const std::string refused[] = {
+      "\x1a\x05\x08\x02"s,                  // q: 5 bytes claimed, 2 left
+      "\x1a\x04\x12\x05\x02\x03"s,          // q.shape: 5 packed bytes claimed, 2 left
+      "\x12\x09\x0a\x01s"s,                 // sequences[0]: 9 claimed, 3 left
+      "\x6a\x07\x0a\x01r"s,                 // o_region: 7 claimed, 3 left
+      "\x9a\x80\x80\x80\x80\x01\x00"s,     // q's tag in 6 bytes
+      "\x02\x00"s,                           // field number 0
+  };
+  for (const std::string& bytes : refused) {
+    SCOPED_TRACE(absl::CEscape(bytes));
+    gdn::v1::ForwardRequest parsed;
+    EXPECT_FALSE(parsed.ParseFromString(bytes));  // the reference refuses them
+    absl::StatusOr<ForwardRequestFields> f = ScanForwardRequest(WireMessage::FromString(bytes));
+    EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  // Parsed by protobuf, but not as the scanner read them: refused, like a
+  // tensor field twice.
+  const std::string ambiguous[] = {
+      "\x1a\x08\x22\x02\x18\x04\x22\x02\x10\x01"s,  // q.ref twice (protobuf merges)
+      "\x1a\x06\x22\x02\x18\x04\x1a\x00"s,  // q: ref, then empty data (protobuf: data)
+  };
+  for (const std::string& bytes : ambiguous) {
+    SCOPED_TRACE(absl::CEscape(bytes));
+    absl::StatusOr<ForwardRequestFields> f = ScanForwardRequest(WireMessage::FromString(bytes));
+    EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  const std::string responses[] = {
+      "\x0a\x49"s,              // o: 73 bytes claimed, none left
+      "\x12\x03\x01"s,          // positions: 3 packed bytes claimed, 1 left
+      "\xfd\xff\xff\xff\xff\xff\xff\xff\xff\x0f\x00\x00\x00\x00"s,  // a 10-byte tag
+  };
+  for (const std::string& bytes : responses) {
+    SCOPED_TRACE(absl::CEscape(bytes));
+    gdn::v1::ForwardResponse parsed;
+    EXPECT_FALSE(parsed.ParseFromString(bytes));
+    absl::StatusOr<ForwardResponseFields> f = ScanForwardResponse(WireMessage::FromString(bytes));
+    EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
+  }
+}
+
 TEST(ForwardWireTest, TruncatedAndCorruptedBytesNeverCrashAndSpansStayInside) {
   const uint64_t seed = testing::FreshSeed();
   SCOPED_TRACE(absl::StrCat("GDN_TEST_SEED=", seed));
@@ -213,12 +267,13 @@ TEST(ForwardWireTest, TruncatedAndCorruptedBytesNeverCrashAndSpansStayInside) {
   gdn::v1::ForwardRequest r = RandomRequest(rng);
   r.mutable_v()->set_data(std::string(4000, 'V'));  // easy to find below
   const std::string bytes = r.SerializeAsString();
-  // Cut inside v's data: always an error naming it.
+  // Cut inside v's data: always an error naming it (v's own length already
+  // claims more bytes than are left).
   const size_t v_end = bytes.find(r.v().data()) + r.v().data().size();
   absl::StatusOr<ForwardRequestFields> cut =
       ScanForwardRequest(WireMessage::FromString(bytes.substr(0, v_end - 1)));
   ASSERT_FALSE(cut.ok());
-  EXPECT_THAT(cut.status().message(), HasSubstr("v.data: truncated"));
+  EXPECT_THAT(cut.status().message(), HasSubstr("v: truncated"));
   for (int trial = 0; trial < 500; ++trial) {
     std::string damaged = bytes.substr(0, rng() % (bytes.size() + 1));
     for (int flips = static_cast<int>(rng() % 4); flips > 0 && !damaged.empty(); --flips) {
@@ -242,7 +297,8 @@ ForwardRequestParts PartsOf(const gdn::v1::ForwardRequest& r, std::mt19937_64& r
   ForwardRequestParts p;
   p.layer = r.layer();
   for (const gdn::v1::SequenceSpec& s : r.sequences()) {
-    p.sequences.push_back({s.session_id(), s.position(), s.num_tokens()});
+    p.sequences.push_back(
+        {s.session_id(), s.position(), s.num_tokens(), s.draft(), s.checkpoint_interval()});
   }
   auto tensor = [&rng](const gdn::v1::Tensor& t, bool has) {
     TensorParts out;

@@ -194,6 +194,23 @@ TEST(CheckTensorTest, ShapeDtypeAndSizeErrorsNameTheField) {
   EXPECT_TRUE(CheckTensor(t, "q", DType::kBF16, {2, 3, 4}).ok());
 }
 
+// Found by tests/fuzz/tensor_codec_fuzz.cc: a shape of 2^62 fp32 elements
+// wanted 2^64 bytes, which wrapped to 0, so an empty tensor matched it; and
+// a zero dimension after dimensions whose product overflows gave -1 instead
+// of 0 elements.
+TEST(CheckTensorTest, ShapesWithoutAByteSizeMatchNoData) {
+  const std::vector<int64_t> huge = {int64_t{1} << 62};
+  gdn::v1::Tensor empty;
+  empty.set_dtype(gdn::v1::DTYPE_FP32);
+  empty.add_shape(huge[0]);
+  const absl::Status s = CheckTensor(empty, "q", DType::kF32, huge);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("q: shape"));
+  EXPECT_EQ(NumElements({int64_t{1} << 40, int64_t{1} << 40, 0}), 0);
+  EXPECT_EQ(NumElements({int64_t{1} << 40, int64_t{1} << 40}), -1);
+  EXPECT_EQ(NumElements({0, -1}), -1);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllDTypes, TensorCodecTest,
                          ::testing::Values(DType::kF32, DType::kBF16,
                                            DType::kF16),

@@ -284,7 +284,9 @@ TEST_F(FullTiersTest, EveryRequestForAPageFailsAndChangesNothing) {
   absl::StatusOr<WriteLease> fresh = cache_->AcquireForWrite("e", 0);
   EXPECT_EQ(fresh.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(fresh.status().message(), HasSubstr("eviction disabled"));
-  EXPECT_EQ(cache_->AcquireForWrite("a", 0).status().code(),
+  // A shared host state swaps up, then needs a page of its own.
+  ASSERT_TRUE(cache_->ForkSession("a", "a2").ok());
+  EXPECT_EQ(cache_->AcquireForWrite("a2", 0).status().code(),
             absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(cache_->AcquireForWrite("c", 1).status().code(),
             absl::StatusCode::kResourceExhausted);
@@ -295,7 +297,7 @@ TEST_F(FullTiersTest, EveryRequestForAPageFailsAndChangesNothing) {
             absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(backend_.total_copies(), copies);  // no partial spill
   StateCacheStats after = cache_->Stats();
-  after.sessions -= 1;  // d2
+  after.sessions -= 2;  // a2, d2
   ExpectSameStats(after, before);
   EXPECT_EQ(IdlePagesOldestFirst(*cache_), lru);
   EXPECT_FALSE(DescribeLayer(*cache_, "e", 0).has_state);
@@ -304,11 +306,62 @@ TEST_F(FullTiersTest, EveryRequestForAPageFailsAndChangesNothing) {
   EXPECT_EQ(*cache_->Position("e", 1), 0);
   ExpectStoredStatesIntact();
 
-  // What needs no page still works: an in-place write of a private state.
+  // What needs no net new page still works: an in-place write of a private
+  // state, and one of a private host state (it swaps with the LRU idle
+  // device state, d).
   Write("c");
-  // And closing a session makes room again.
+  Write("b");
+  EXPECT_EQ(TierOf("b"), Tier::kDevice);
+  EXPECT_EQ(TierOf("d"), Tier::kHost);
+  EXPECT_EQ(cache_->Stats().evictions, 0u);
+  // And closing sessions makes room again.
   ASSERT_TRUE(cache_->CloseSession("a").ok());
+  ASSERT_TRUE(cache_->CloseSession("a2").ok());
   Write("e");
+  ExpectStoredStatesIntact();
+}
+
+// Issue 21, defect 2: with both tiers full, sessions on the host tier keep
+// advancing by swapping with idle device states; leased pages never move.
+TEST_F(TiersTest, BothTiersFullHostSessionsSwapAndKeepAdvancing) {
+  Make(1, 4, 4);
+  const std::vector<std::string> ids = {"s0", "s1", "s2", "s3",
+                                        "s4", "s5", "s6", "s7"};
+  for (const std::string& id : ids) Write(id);
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_EQ(TierOf(ids[i]), i < 4 ? Tier::kHost : Tier::kDevice) << ids[i];
+  }
+  EXPECT_THAT(IdlePagesOldestFirst(*cache_), ElementsAre(0, 1, 2, 3));
+
+  // s0 comes up into page 0 and s4, the LRU idle state, goes down.
+  EXPECT_EQ(Write("s0").write_page, 0);
+  EXPECT_EQ(TierOf("s0"), Tier::kDevice);
+  EXPECT_EQ(TierOf("s4"), Tier::kHost);
+  // s5 (now the LRU) is being written: s1 swaps with s6 instead.
+  absl::StatusOr<WriteLease> running = cache_->AcquireForWrite("s5", 0);
+  ASSERT_TRUE(running.ok()) << running.status();
+  EXPECT_EQ(running->write_page, 1);
+  EXPECT_EQ(Write("s1").write_page, 2);
+  EXPECT_EQ(TierOf("s5"), Tier::kDevice);
+  EXPECT_EQ(TierOf("s6"), Tier::kHost);
+  const std::vector<uint8_t> bytes = RandomPage(rng_);
+  WriteDevicePage(cache_->pool(), running->write_page, bytes);
+  cache_->Commit(*running, running->position + 1);
+  expected_[{"s5", 0}] = {running->position + 1, bytes};
+  ExpectStoredStatesIntact();
+
+  // Every session advances, round after round, wherever its page was.
+  for (int round = 0; round < 3; ++round) {
+    for (const std::string& id : ids) Write(id);
+  }
+  const StateCacheStats stats = cache_->Stats();
+  EXPECT_EQ(stats.evictions, 0u);
+  EXPECT_EQ(stats.sessions, 8);
+  EXPECT_EQ(stats.device.pages_used, 4);
+  EXPECT_EQ(stats.host.pages_used, 4);
+  // Two swaps above, then LRU over a cycle of 8 sessions on 4 device pages:
+  // 6 misses in the first round (s0, s1 were up), 8 in each after.
+  EXPECT_EQ(stats.restores, 2u + 6u + 8u + 8u);
   ExpectStoredStatesIntact();
 }
 
@@ -323,13 +376,14 @@ TEST_F(FullTiersTest, EvictionDropsTheLeastRecentlyUsedSession) {
   EXPECT_EQ(stats.sessions, 4);
   ExpectStoredStatesIntact();
 
-  // A write to the host session "b" restores it: no host room for the spill
-  // that makes device room, so the LRU other session ("c") goes.
+  // A write to the host session "b" needs no net new page: it swaps with
+  // the LRU idle device state ("d"), and nothing is evicted.
   Write("b");
-  EXPECT_THAT(cache_->ListSessions(), ElementsAre("b", "d", "e"));
+  EXPECT_THAT(cache_->ListSessions(), ElementsAre("b", "c", "d", "e"));
   EXPECT_EQ(TierOf("b"), Tier::kDevice);
+  EXPECT_EQ(TierOf("d"), Tier::kHost);
   stats = cache_->Stats();
-  EXPECT_EQ(stats.evictions, 2u);
+  EXPECT_EQ(stats.evictions, 1u);
   EXPECT_EQ(stats.restores, 1u);
   ExpectStoredStatesIntact();
 }

@@ -43,7 +43,11 @@ TEST(ObtainableDevicePagesTest, CountsFreeThenSpillable) {
   EXPECT_EQ(ObtainableDevicePages({0, 0, 5}, 1, false), 0);  // all pinned
   // A restore frees its host page after the first page: room for one more spill.
   EXPECT_EQ(ObtainableDevicePages({0, 3, 1}, 2, true), 2);
-  EXPECT_EQ(ObtainableDevicePages({0, 3, 0}, 2, true), 0);
+  // Both tiers full: a restore swaps with an idle device state (one page,
+  // and nothing left for a second).
+  EXPECT_EQ(ObtainableDevicePages({0, 3, 0}, 1, true), 1);
+  EXPECT_EQ(ObtainableDevicePages({0, 3, 0}, 2, true), 1);
+  EXPECT_EQ(ObtainableDevicePages({0, 0, 0}, 1, true), 0);  // all pinned
   EXPECT_EQ(ObtainableDevicePages({0, 0, 0}, 0, false), 0);
 }
 
@@ -151,6 +155,107 @@ TEST(TieredPageStoreTest, FailedSpillCopyKeepsStateOnDevice) {
   EXPECT_EQ(store->spills(), 0u);
   EXPECT_EQ(ReadDevicePage(store->pool(), page), bytes);
   EXPECT_TRUE(CheckPlain(*store).ok()) << CheckPlain(*store);
+}
+
+// Two device pages, two host pages, four states: 0 and 1 spilled to host
+// pages 0 and 1, 2 and 3 on device pages 0 and 1 (2 the least recently used).
+class FullStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = MakeStore(&backend_, 2, 2);
+    ASSERT_NE(store_, nullptr);
+    for (int i = 0; i < 4; ++i) {
+      const int32_t page = *store_->TakeDevicePage();
+      bytes_.push_back(RandomPage(rng_));
+      WriteDevicePage(store_->pool(), page, bytes_.back());
+      states_.push_back(store_->AdoptDevicePage(page));
+    }
+    ASSERT_EQ(store_->page(states_[0]), 0);
+    ASSERT_EQ(store_->tier(states_[0]), Tier::kHost);
+    ASSERT_EQ(store_->page(states_[1]), 1);
+    ASSERT_EQ(store_->tier(states_[1]), Tier::kHost);
+    ASSERT_THAT(store_->IdleDeviceStatesOldestFirst(),
+                ElementsAre(states_[2], states_[3]));
+  }
+  void ExpectAt(int i, Tier tier, int32_t page) {
+    EXPECT_EQ(store_->tier(states_[i]), tier) << "state " << i;
+    EXPECT_EQ(store_->page(states_[i]), page) << "state " << i;
+  }
+  void ExpectBytesIntact() {
+    std::vector<uint8_t> read;
+    for (size_t i = 0; i < states_.size(); ++i) {
+      ASSERT_TRUE(store_->ReadState(states_[i], &read).ok());
+      EXPECT_EQ(read, bytes_[i]) << "state " << i;
+    }
+  }
+
+  FakeBackend backend_;
+  std::mt19937_64 rng_{5};
+  std::unique_ptr<TieredPageStore> store_;
+  std::vector<std::vector<uint8_t>> bytes_;
+  std::vector<StateId> states_;
+};
+
+TEST_F(FullStoreTest, RestoreSwapsWithTheLeastRecentlyUsedIdleState) {
+  store_->Pin(states_[2]);  // the LRU, but in use: it must not move
+  ASSERT_TRUE(store_->Restore(states_[0]).ok());
+  // 3 went to the spare host page (2), 0 came up into 3's device page; 0's
+  // host page is the spare now.
+  ExpectAt(0, Tier::kDevice, 1);
+  ExpectAt(2, Tier::kDevice, 0);
+  ExpectAt(3, Tier::kHost, 2);
+  EXPECT_EQ(store_->spills(), 3u);
+  EXPECT_EQ(store_->restores(), 1u);
+  EXPECT_EQ(store_->HostStats().pages_used, 2);
+  EXPECT_EQ(store_->HostStats().pages_total, 2);
+  EXPECT_EQ(store_->DeviceStats().pages_used, 2);
+  std::vector<int32_t> refs(store_->max_states(), 0);
+  std::vector<int32_t> pins(store_->max_states(), 0);
+  for (StateId s : states_) refs[s] = 1;
+  pins[states_[2]] = 1;
+  EXPECT_TRUE(store_->CheckConsistency(refs, pins, 0).ok())
+      << store_->CheckConsistency(refs, pins, 0);
+
+  // Again: 0 (the only idle device state) swaps with 1 through host page 0.
+  ASSERT_TRUE(store_->Restore(states_[1]).ok());
+  ExpectAt(1, Tier::kDevice, 1);
+  ExpectAt(0, Tier::kHost, 0);
+  ExpectAt(3, Tier::kHost, 2);
+  EXPECT_EQ(store_->restores(), 2u);
+  store_->Unpin(states_[2]);
+  EXPECT_TRUE(CheckPlain(*store_).ok()) << CheckPlain(*store_);
+  ExpectBytesIntact();
+}
+
+TEST_F(FullStoreTest, SwapWithEveryDeviceStatePinnedIsExhausted) {
+  store_->Pin(states_[2]);
+  store_->Pin(states_[3]);
+  const int copies = backend_.total_copies();
+  EXPECT_EQ(store_->Restore(states_[0]).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(backend_.total_copies(), copies);
+  ExpectAt(0, Tier::kHost, 0);
+  store_->Unpin(states_[2]);
+  store_->Unpin(states_[3]);
+  EXPECT_TRUE(CheckPlain(*store_).ok()) << CheckPlain(*store_);
+  ExpectBytesIntact();
+}
+
+TEST_F(FullStoreTest, FailedSwapCopyLosesNothing) {
+  for (bool to_host : {true, false}) {
+    (to_host ? backend_.fail_next_copy_to_host
+             : backend_.fail_next_copy_to_device) = true;
+    EXPECT_EQ(store_->Restore(states_[0]).code(), absl::StatusCode::kInternal);
+    ExpectAt(0, Tier::kHost, 0);
+    ExpectAt(2, Tier::kDevice, 0);
+    EXPECT_EQ(store_->restores(), 0u);
+    EXPECT_TRUE(CheckPlain(*store_).ok()) << CheckPlain(*store_);
+    ExpectBytesIntact();
+  }
+  ASSERT_TRUE(store_->Restore(states_[0]).ok());  // works once copies do
+  ExpectAt(0, Tier::kDevice, 0);
+  ExpectAt(2, Tier::kHost, 2);
+  ExpectBytesIntact();
 }
 
 TEST(TieredPageStoreTest, ReleaseFreesOnlyAtLastReference) {

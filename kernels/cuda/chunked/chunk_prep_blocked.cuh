@@ -8,7 +8,8 @@
 // instructions built tensor-core fragments from fp32 columns; variant 3 was
 // then bound by the shared-memory / L1 pipe, which variant 4 relieves):
 //   - q, k stay raw in shared memory (in the operand type Op, mma_16bit.cuh:
-//     exact for bf16 and fp16 inputs) with their inverse L2 norms rq, rk
+//     exact for bf16 and fp16 inputs; a row whose sum of squares overflows
+//     is kept times kL2NormRescale, exactly) with their inverse L2 norms rq, rk
 //     beside them; every tensor-core operand comes from shared memory by
 //     ldmatrix (transposing where needed) and the norms are applied in fp32
 //     to the products:
@@ -305,6 +306,34 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
     sq += __shfl_xor_sync(0xffffffffu, sq, 8);
     sk += __shfl_xor_sync(0xffffffffu, sk, 16);
     sq += __shfl_xor_sync(0xffffffffu, sq, 16);
+    // Rare: a row with max|x| >= ~2^60 overflowed its sum of squares. It is
+    // kept rescaled by kL2NormRescale (gdn_types.h) in kb / qb, with the
+    // inverse norm of the rescaled row: every product below sees y r_y =
+    // x / |x|, and the 16-bit operands hold it. The four lanes of a row hold
+    // bitwise equal sums; rows differ, so all lanes redo the sums (factor 1
+    // for rows that did not overflow: the same sums again).
+    float k_eps = kL2NormEps, q_eps = kL2NormEps;
+    if (args.l2_norm_qk &&
+        __any_sync(0xffffffffu, !isfinite(sk) || !isfinite(sq))) {
+      const float ck = isfinite(sk) ? 1.0f : kL2NormRescale;
+      const float cq = isfinite(sq) ? 1.0f : kL2NormRescale;
+      if (ck != 1.0f) k_eps = 0.0f;  // 2^-200 below the rescaled sum
+      if (cq != 1.0f) q_eps = 0.0f;
+      sk = sq = 0.f;
+#pragma unroll
+      for (int m = 0; m < M; ++m)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          kx[m][e] *= ck;
+          qx[m][e] *= cq;
+          sk += kx[m][e] * kx[m][e];
+          sq += qx[m][e] * qx[m][e];
+        }
+      sk += __shfl_xor_sync(0xffffffffu, sk, 8);
+      sq += __shfl_xor_sync(0xffffffffu, sq, 8);
+      sk += __shfl_xor_sync(0xffffffffu, sk, 16);
+      sq += __shfl_xor_sync(0xffffffffu, sq, 16);
+    }
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       const float* x = kx[m];
@@ -317,8 +346,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
                      Pack2<Op>(y[6], y[7]));
     }
     if (b == 0) {
-      rk_s[i] = args.l2_norm_qk ? 1.0f / sqrtf(sk + kL2NormEps) : 1.0f;
-      rq_s[i] = args.l2_norm_qk ? 1.0f / sqrtf(sq + kL2NormEps) : 1.0f;
+      rk_s[i] = args.l2_norm_qk ? 1.0f / sqrtf(sk + k_eps) : 1.0f;
+      rq_s[i] = args.l2_norm_qk ? 1.0f / sqrtf(sq + q_eps) : 1.0f;
     }
   }
   __syncthreads();

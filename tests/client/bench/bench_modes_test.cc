@@ -102,6 +102,74 @@ TEST_F(BenchModesTest, ClosedLoopRoundsCountExactly) {
   EXPECT_THAT(FormatTextReport(*r), HasSubstr("requests client/server"));
 }
 
+// --draft_tokens: every decode step is a draft, accepted by the next step's
+// position (the server refuses any other, so no failure means the positions
+// were right); rate 1 accepts every token, rate 0 only the first.
+TEST_F(BenchModesTest, SpeculativeDecodeAcceptsByTheRate) {
+  int64_t draft_token_layers = 0;
+  for (double rate : {1.0, 0.0}) {
+    BenchConfig c = Base();
+    c.sessions = 2;
+    c.prefill_tokens = LengthSpec::Fixed(5);
+    c.decode_steps = LengthSpec::Fixed(4);
+    c.rounds = 1;
+    c.draft_tokens = 3;
+    c.acceptance_rate = rate;
+    absl::StatusOr<BenchResult> r = RunBench(c);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->measured.failed_calls(), 0) << rate;
+    EXPECT_EQ(r->draft_tokens, 2 * 4 * 3) << rate;
+    EXPECT_EQ(r->accepted_tokens, rate == 1.0 ? 2 * 4 * 3 : 2 * 4) << rate;
+    EXPECT_THAT(FormatTextReport(*r), HasSubstr("speculative decode: drafts of 3 tokens"));
+    if (rate == 1.0) draft_token_layers = r->measured.token_layers();
+  }
+  // The plain baseline of a draft of 3 sends as many tokens.
+  BenchConfig plain = Base();
+  plain.sessions = 2;
+  plain.prefill_tokens = LengthSpec::Fixed(5);
+  plain.decode_steps = LengthSpec::Fixed(4);
+  plain.rounds = 1;
+  plain.decode_tokens = 3;
+  absl::StatusOr<BenchResult> r = RunBench(plain);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->measured.failed_calls(), 0);
+  EXPECT_EQ(r->measured.token_layers(), draft_token_layers);
+  EXPECT_EQ(r->measured.token_layers(), 2 * 2 * (5 + 4 * 3));  // sessions, layers, tokens
+  for (auto [draft, tokens] : {std::make_pair(9, 1), std::make_pair(0, 9), std::make_pair(3, 3)}) {
+    BenchConfig bad = Base();
+    bad.draft_tokens = draft;
+    bad.decode_tokens = tokens;
+    EXPECT_EQ(RunBench(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  }
+}
+
+// --fork_at_checkpoint: parents keep states every 64 tokens and go past the
+// prefix; children fork at the last kept state in it (100 -> 64) and prefill
+// the other 36 themselves (the server refuses any other position, so no
+// failure means the positions were right); the report estimates the saving.
+TEST_F(BenchModesTest, ForksAtTheCheckpointOfASharedPrefix) {
+  BenchConfig c = Base();
+  c.sessions = 2;
+  c.fork_fanout = 2;
+  c.shared_prefix_tokens = 100;
+  c.fork_at_checkpoint = 64;
+  c.prefill_tokens = LengthSpec::Fixed(3);
+  c.decode_steps = LengthSpec::Fixed(2);
+  c.rounds = 1;
+  absl::StatusOr<BenchResult> r = RunBench(c);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->measured.failed_calls(), 0);
+  EXPECT_EQ(r->shared_prefills, 1);
+  EXPECT_EQ(r->shared_prefill_tokens, 164);
+  EXPECT_EQ(r->measured.of(CallType::kFork).calls, 2);
+  EXPECT_THAT(FormatTextReport(*r), HasSubstr("children fork at 64"));
+  BenchConfig bad = Base();
+  bad.fork_fanout = 2;
+  bad.shared_prefix_tokens = 100;
+  bad.fork_at_checkpoint = 96;
+  EXPECT_EQ(RunBench(bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(BenchModesTest, OpenLoopWithDistributionsRunsEverySession) {
   std::mt19937_64 rng(seed_);
   BenchConfig c = Base();

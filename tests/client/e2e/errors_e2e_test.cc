@@ -219,5 +219,41 @@ TEST_F(ErrorsE2eTest, FullCacheIsResourceExhaustedAndKeepsStates) {
   ASSERT_NO_FATAL_FAILURE(ExpectStatesMatch(sessions.back()->id()));
 }
 
+// Issue 21, defect 2: with both tiers full, a session whose page sits on the
+// host tier needs no net new page to advance: the server swaps it with an
+// idle device page instead of answering RESOURCE_EXHAUSTED, and every stored
+// state stays the oracle's.
+TEST_F(ErrorsE2eTest, FullCacheStillAdvancesSessionsOnTheHostTier) {
+  // Page: Hv 4 x 64 x 64 fp32 = 64 KiB. Two device pages and two host pages.
+  ASSERT_NO_FATAL_FAILURE(StartServer({{"device_state_budget", "128KiB"},
+                                       {"host_state_budget", "128KiB"}}));
+  const int64_t pages = info_.limits().device_pages() + info_.limits().host_pages();
+  ASSERT_EQ(info_.limits().host_pages(), 2);
+  std::vector<std::unique_ptr<Session>> sessions;
+  for (int i = 0; i < pages; ++i) {
+    absl::StatusOr<Session> s = Session::Create(client_.get(), "h" + std::to_string(i));
+    ASSERT_TRUE(s.ok()) << s.status();
+    sessions.push_back(std::make_unique<Session>(*std::move(s)));
+    model_->AddSession(sessions.back()->id());
+    ASSERT_NO_FATAL_FAILURE(ForwardChecked(0, {sessions.back().get()}, {5}, 80 + i));
+  }
+  // Both tiers full; the first sessions went to the host tier. Each session
+  // advances, round after round, wherever its page is.
+  for (int round = 0; round < 3; ++round) {
+    for (size_t i = 0; i < sessions.size(); ++i) {
+      ASSERT_NO_FATAL_FAILURE(
+          ForwardChecked(0, {sessions[i].get()}, {2}, 100 + 10 * round + i));
+    }
+  }
+  for (const auto& s : sessions) ASSERT_NO_FATAL_FAILURE(ExpectStatesMatch(s->id()));
+  // A new session still needs a net new page: that is RESOURCE_EXHAUSTED.
+  absl::StatusOr<Session> extra = Session::Create(client_.get(), "extra");
+  ASSERT_TRUE(extra.ok()) << extra.status();
+  model_->AddSession("extra");
+  const oracle::Inputs in = model_->MakeInputs({5}, 200);
+  EXPECT_EQ(extra->Forward(0, 5, OracleModel::ToClientInputs(in)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
 }  // namespace
 }  // namespace gdn::e2e

@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/recurrence_kernel.h"
 #include "kernels/testing/backend_runner.h"
 #include "kernels/testing/gdn_test_inputs.h"
 
@@ -101,6 +102,51 @@ TEST(CpuBackendCheckpointTest, BadCheckpointPageFailsBeforeAnyWrite) {
   absl::StatusOr<std::vector<uint8_t>> pool = (*call)->PoolBytes();
   ASSERT_TRUE(pool.ok());
   EXPECT_EQ(*pool, (*call)->staged_pool_bytes());
+}
+
+// Per-token states (kPerTokenStates: speculative drafts): the state after
+// every token but the last of each 1..8-token decode sequence, against the
+// oracle; o and the final pages bit for bit those of the same call without
+// them; both builds of the kernel (AVX2 and generic) and state dtypes.
+TEST(CpuBackendCheckpointTest, PerTokenStatesOfDecodeSequences) {
+  std::unique_ptr<Backend> backend = CreateCpuBackend(2);
+  // One sequence alone: its heads are split by columns over the threads.
+  for (const std::vector<int>& lens : {std::vector<int>{2, 8, 1, 5, 3, 7, 4, 6}, {7}}) {
+    for (bool avx2 : {true, false}) {
+      cpu::AllowAvx2ForTesting(avx2);
+      for (StateDType st : {StateDType::kF32, StateDType::kBF16}) {
+        const GdnOptions options = Options(st, GatingMode::kDirect);
+        SCOPED_TRACE(DescribeOptions(options) + (avx2 ? " avx2 " : " generic ") +
+                     std::to_string(lens.size()) + " sequences");
+        const oracle::Inputs in = testing::MakeRandomInputs(options, lens, 45, true);
+        absl::StatusOr<BackendOutputs> plain =
+            testing::RunOnBackend(*backend, options, in, EntryPoint::kDecode);
+        absl::StatusOr<BackendOutputs> got =
+            testing::RunOnBackend(*backend, options, in, EntryPoint::kDecode, kPerTokenStates);
+        ASSERT_TRUE(plain.ok()) << plain.status();
+        ASSERT_TRUE(got.ok()) << got.status();
+        for (size_t i = 0; i < lens.size(); ++i) {
+          EXPECT_EQ(got->checkpoint_states[i].size(), static_cast<size_t>(lens[i] - 1));
+        }
+        ExpectCheckpointsMatch(options, in, *got, kPerTokenStates,
+                               st == StateDType::kF32 ? 1e-4 : 1e-4 + 0x1p-8);
+        EXPECT_EQ(plain->o, got->o);
+        EXPECT_EQ(plain->final_states, got->final_states);
+      }
+    }
+  }
+  cpu::AllowAvx2ForTesting(true);
+}
+
+// Per-token states only for decode-sized sequences.
+TEST(CpuBackendCheckpointTest, PerTokenStatesRefuseLongSequences) {
+  std::unique_ptr<Backend> backend = CreateCpuBackend(2);
+  const GdnOptions options = Options(StateDType::kF32, GatingMode::kDirect);
+  const oracle::Inputs in = testing::MakeRandomInputs(options, {3, 9}, 46, true);
+  absl::StatusOr<BackendOutputs> got =
+      testing::RunOnBackend(*backend, options, in, EntryPoint::kPrefill, kPerTokenStates);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(got.status().message(), HasSubstr("per-token states"));
 }
 
 }  // namespace

@@ -224,6 +224,66 @@ INSTANTIATE_TEST_SUITE_P(Grid, CpuBackendVsOracleTest,
                                             ::testing::Bool()),
                          CaseName);
 
+// Issue 21, defect 6: q/k rows whose sum(x^2) overflows fp32 (max |x| 1e20
+// or 3e38, which bf16 holds) or underflows (1e-30) under the in-kernel L2
+// norm: o and the final state still match the oracle, every head. Rows
+// cycle through the magnitudes (q and k out of step), so every token has
+// both normal and extreme rows.
+using ExtremeParam = std::tuple<DType, EntryPoint, int, bool>;
+
+class CpuBackendExtremeQkTest : public ::testing::TestWithParam<ExtremeParam> {
+ protected:
+  void TearDown() override { cpu::AllowAvx2ForTesting(true); }
+};
+
+TEST_P(CpuBackendExtremeQkTest, HugeAndTinyRowsMatchOracle) {
+  const auto [dtype, entry, dim, avx2] = GetParam();
+  cpu::AllowAvx2ForTesting(avx2);
+  GdnOptions options;
+  options.shape = {2, 4, dim, dim};
+  options.input_dtype = dtype;
+  options.l2_norm_qk = true;
+  const std::vector<int> lens =
+      entry == DEC ? std::vector<int>{1, 8, 3} : std::vector<int>{65, 7};
+  oracle::Inputs inputs =
+      testing::MakeRandomInputs(options, lens, 21, /*random_initial_state=*/true);
+  testing::SetQkRowMagnitudes(options, {0, 1e20f, 3e38f, 1e-30f, 2e19f},
+                              {1e30f, 0, 1e-30f, 3e38f, 1e20f}, &inputs);
+  const oracle::Outputs ref = oracle::Run(options, inputs);
+  std::unique_ptr<Backend> backend = CreateCpuBackend(2);
+  absl::StatusOr<BackendOutputs> got =
+      testing::RunOnBackend(*backend, options, inputs, entry);
+  ASSERT_TRUE(got.ok()) << got.status();
+
+  const Tolerance o_tol = OutputTolerance(dtype);
+  const ErrorStats o = Compare(got->o.data(), ref.o.data(), ref.o.size());
+  EXPECT_EQ(o.nonfinite, 0);
+  EXPECT_LE(o.max_abs_rel, o_tol.max_abs_rel) << testing::ToString(o);
+  EXPECT_LE(o.rel_l2, o_tol.rel_l2) << testing::ToString(o);
+  // Per token and head too, each against its own magnitude: a head whose o
+  // is silently 0, or a tiny-q head, is a small part of the whole.
+  for (size_t row = 0; row * dim < ref.o.size(); ++row) {
+    const ErrorStats e =
+        Compare(got->o.data() + row * dim, ref.o.data() + row * dim, dim);
+    EXPECT_LE(e.max_abs_rel, 10 * o_tol.max_abs_rel)
+        << "(token, head) " << row << ": " << testing::ToString(e);
+  }
+  const Tolerance s_tol = StateTolerance(options.state_dtype);
+  for (size_t i = 0; i < ref.final_states.size(); ++i) {
+    const ErrorStats s = Compare(got->final_states[i].data(),
+                                 ref.final_states[i].data(),
+                                 ref.final_states[i].size());
+    EXPECT_EQ(s.nonfinite, 0) << "sequence " << i;
+    EXPECT_LE(s.max_abs_rel, s_tol.max_abs_rel)
+        << "sequence " << i << ": " << testing::ToString(s);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Magnitudes, CpuBackendExtremeQkTest,
+    ::testing::Combine(::testing::Values(F32, BF16), ::testing::Values(DEC, PRE),
+                       ::testing::Values(64, 128), ::testing::Bool()));
+
 TEST(CpuBackendTest, NameAndDescription) {
   std::unique_ptr<Backend> backend = CreateCpuBackend(3);
   EXPECT_EQ(backend->name(), "cpu");

@@ -272,6 +272,37 @@ TEST(OracleTest, L2NormIsXOverSqrtOfSumSquaresPlusEps) {
   EXPECT_NEAR(normalised.k[2], 1e-3 / std::sqrt(3e-6), 1e-6);
 }
 
+TEST(OracleTest, L2NormOfHugeAndTinyRowsIsExact) {
+  // Rows whose sum of squares overflows fp32 (max|x| 3e38, 1e20) normalise
+  // exactly like the same rows at |x| ~ 1 (float64 holds 2 * (3e38)^2; eps
+  // changes those by ~1e-7), and a row of 1e-30 (squares far below eps)
+  // normalises to x / sqrt(eps): o of that token is linear in q.
+  const int K = 2, V = 2;
+  const Inputs base = OneSequence({2, -1, 0.5f, 1, 1, 1}, {1, 2, -1, 0.5f, 1, -1},
+                                  {0.3f, -1, 2, 0.5f, -0.7f, 1.1f},
+                                  {-0.1f, -0.2f, -0.05f}, {0.2f, 0.5f, 0.8f},
+                                  {0.4f, -0.3f, 0.2f, 0.1f});
+  Inputs extreme = base;
+  extreme.q[0] = 3e38f, extreme.q[1] = -1.5e38f;  // row 0 times 1.5e38
+  extreme.k[0] = 1e30f, extreme.k[1] = 2e30f;     // row 0 times 1e30
+  extreme.k[2] = -1e20f, extreme.k[3] = 5e19f;    // row 1 times 1e20
+  extreme.q[4] = extreme.q[5] = 1e-30f;           // row 2 times 1e-30
+  GdnOptions on = SmallOptions(1, 1, K, V);
+  on.l2_norm_qk = true;
+  const Outputs a = oracle::Run(on, extreme);
+  const Outputs b = oracle::Run(on, base);
+  for (int i = 0; i < 2 * V; ++i) EXPECT_NEAR(a.o[i], b.o[i], 1e-6) << i;
+  for (size_t i = 0; i < a.final_states[0].size(); ++i) {
+    EXPECT_NEAR(a.final_states[0][i], b.final_states[0][i], 1e-6) << i;
+  }
+  // Token 2: q_n = 1e-30 / sqrt(2e-60 + 1e-6) per element, against
+  // 1 / sqrt(2 + 1e-6) in the base row.
+  const double ratio = (1e-30 / std::sqrt(1e-6)) * std::sqrt(2 + 1e-6);
+  for (int i = 2 * V; i < 3 * V; ++i) {
+    EXPECT_NEAR(a.o[i] / ratio, b.o[i], 1e-6) << i;
+  }
+}
+
 TEST(OracleTest, SequencesAreIndependentAndZeroStateIsZero) {
   std::mt19937 rng(7);
   const int K = 2, V = 2, H = 1;

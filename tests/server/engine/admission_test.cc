@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -93,6 +94,40 @@ TEST_F(AdmissionTest, AllOrNothing) {
   const AdmissionDecision d = Decide({Seq("a", 0, 1), Seq("b", 8, 1)});
   EXPECT_EQ(d.action, AdmissionAction::kReject);
   EXPECT_THAT(d.status.message(), HasSubstr("sequences[1]"));
+}
+
+// Drafts: an open draft of 4 tokens after 20 (stored at 24) lets 21..24 run
+// and refuses every other position naming [21, 24]; while the draft call
+// runs, 21..24 wait, a retry of it (20) is refused, past it waits.
+TEST_F(AdmissionTest, OpenDraftTakesItsRangeOnly) {
+  Set("a", 24);
+  states_["a"].open_draft_tokens = 4;
+  for (int64_t position = 21; position <= 24; ++position) {
+    EXPECT_EQ(Decide({Seq("a", position, 1)}).action, AdmissionAction::kRun) << position;
+  }
+  for (int64_t position : {0, 19, 20, 25, 30}) {
+    const AdmissionDecision d = Decide({Seq("a", position, 3)});
+    EXPECT_EQ(d.action, AdmissionAction::kReject) << position;
+    EXPECT_EQ(d.status.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(d.status.message(), HasSubstr("uncommitted draft of 4 tokens"));
+    EXPECT_THAT(d.status.message(), HasSubstr("allowed positions [21, 24]"));
+    EXPECT_THAT(d.status.message(), HasSubstr(absl::StrCat("got position ", position)));
+  }
+}
+
+TEST_F(AdmissionTest, RunningDraftHoldsItsRange) {
+  Set("a", 20, 4);
+  states_["a"].running_draft = true;
+  for (int64_t position : {21, 23, 24, 25, 40}) {
+    EXPECT_EQ(Decide({Seq("a", position, 1)}).action, AdmissionAction::kWait) << position;
+  }
+  const AdmissionDecision retry = Decide({Seq("a", 20, 4)});
+  EXPECT_EQ(retry.action, AdmissionAction::kReject);
+  EXPECT_EQ(retry.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(retry.status.message(), HasSubstr("allowed positions [21, 24]"));
+  // A non-draft running call keeps the ordinary rule.
+  states_["a"].running_draft = false;
+  EXPECT_EQ(Decide({Seq("a", 21, 1)}).action, AdmissionAction::kReject);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 // log holds while it waits.
 #include "server/engine/engine.h"
 
+#include <algorithm>
 #include <cstring>
 #include <future>
 #include <memory>
@@ -392,6 +393,48 @@ TEST_F(EngineTest, ACallRefusedBeforeItStartsRunsNothing) {
   absl::StatusOr<ForwardResult> again = Get(Submit(0, {{"a", 0, 1}}, 1));
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->positions, std::vector<int64_t>{1});
+}
+
+// A draft's per-token pages reach the kernel as kPerTokenStates slots
+// (kMaxDecodeTokens - 1 per sequence: its T - 1 pages of its own, then
+// kZeroStatePage; all kZeroStatePage for a sequence that is no draft), and
+// the next call at p + k starts from the page of the state after token k.
+TEST_F(EngineTest, DraftPagesReachTheKernelAndTheAcceptedOneIsReadNext) {
+  Start(SmallConfig());
+  CreateSessions({"a", "b"});
+  std::unique_ptr<ForwardCall> call = MakeCall(0, {{"a", 0, 4}, {"b", 0, 2}}, 1);
+  call->sequences[0].draft = true;
+  absl::StatusOr<ForwardResult> r = Get(SubmitCall(std::move(call)));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->positions, (std::vector<int64_t>{4, 2}));
+  const Op draft = Kernels(backend_->Log()).back();
+  EXPECT_EQ(draft.kind, Op::kDecode);
+  EXPECT_EQ(draft.checkpoint_interval, kPerTokenStates);
+  constexpr int kSlots = kMaxDecodeTokens - 1;
+  ASSERT_EQ(draft.checkpoint_pages.size(), 2u * kSlots);
+  std::vector<int32_t> pages = {draft.final_pages[0], draft.final_pages[1]};
+  for (int j = 0; j < kSlots; ++j) {
+    if (j < 3) {
+      pages.push_back(draft.checkpoint_pages[j]);
+    } else {
+      EXPECT_EQ(draft.checkpoint_pages[j], kZeroStatePage) << j;
+    }
+    EXPECT_EQ(draft.checkpoint_pages[kSlots + j], kZeroStatePage) << j;
+  }
+  std::vector<int32_t> sorted = pages;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(std::unique(sorted.begin(), sorted.end()), sorted.end());  // all distinct
+  for (int32_t page : pages) EXPECT_GE(page, 0);
+
+  // Position 2 accepts two tokens: the kernel reads the state after token 2.
+  ASSERT_TRUE(Get(Submit(0, {{"a", 2, 1}}, 2)).ok());
+  const Op next = Kernels(backend_->Log()).back();
+  EXPECT_EQ(next.initial_pages[0], draft.checkpoint_pages[1]);
+  EXPECT_EQ(next.checkpoint_interval, 0);
+  EXPECT_TRUE(next.checkpoint_pages.empty());
+  // A retry of the draft is refused naming the range, now that it is gone.
+  absl::StatusOr<ForwardResult> retry = Get(Submit(0, {{"a", 0, 4}}, 3));
+  EXPECT_EQ(retry.status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

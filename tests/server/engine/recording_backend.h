@@ -36,6 +36,10 @@ struct Op {
   std::vector<int32_t> tokens, initial_pages, final_pages;
   int other_stream = -1;  // kWaitFor
   int gather_items = 0;   // kGather
+  // kDecode / kPrefill: GdnParams::checkpoint_interval and its slots
+  // [num_seqs * checkpoints_per_seq] (speculative drafts' per-token pages).
+  int32_t checkpoint_interval = 0;
+  std::vector<int32_t> checkpoint_pages;
 };
 
 class RecordingBackend;
@@ -222,6 +226,11 @@ inline absl::Status RecordingStream::Run(const GdnOptions& o, const GdnParams& p
     op.tokens.push_back(p.cu_seqlens_host[i + 1] - p.cu_seqlens_host[i]);
     op.initial_pages.push_back(p.initial_pages[i]);
     op.final_pages.push_back(p.final_pages[i]);
+  }
+  op.checkpoint_interval = p.checkpoint_interval;
+  if (p.checkpoint_pages != nullptr) {
+    op.checkpoint_pages.assign(p.checkpoint_pages,
+                               p.checkpoint_pages + p.num_seqs * p.checkpoints_per_seq);
   }
   // o = v: every row of o comes from the same row of v.
   const size_t row = static_cast<size_t>(o.shape.num_v_heads) * o.shape.head_dim_v *

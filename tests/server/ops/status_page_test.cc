@@ -66,7 +66,8 @@ TEST_F(StatusPageTest, RootAndStatusServeThePage) {
   // The ids the browser test and scripts read.
   const std::string html(StatusPageHtml());
   for (const char* id : {"sessions", "calls-per-second", "tokens-per-second",
-                         "device-memory-used", "spills", "restores",
+                         "device-memory-used", "spills", "restores", "draft-pages",
+                         "kept-states", "draft-tokens", "draft-accepted", "kept-dropped",
                          "scrape-error", "requests", "batching", "cache",
                          "scrape-interval", "chart-calls", "chart-tokens",
                          "chart-latency", "chart-queue", "chart-batches",

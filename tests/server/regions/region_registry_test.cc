@@ -4,6 +4,7 @@
 #include "server/regions/region_registry.h"
 
 #include <cstring>
+#include <limits>
 #include <memory>
 
 #include "gmock/gmock.h"
@@ -103,6 +104,19 @@ TEST_F(RegionRegistryTest, ResolveChecksNameSizeAndBounds) {
   EXPECT_EQ(registry_->Resolve("", Ref("r", -1, 32), 32, "v").status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(registry_->Resolve("", Ref("r", 992, 32), 32, "v").ok());
+}
+
+// Found by tests/fuzz/forward_request_reader_fuzz.cc (UBSan): the error
+// message computed offset + byte_size in int64, which overflows (undefined)
+// for an offset near 2^63; the end is now exact.
+TEST_F(RegionRegistryTest, AnOffsetNear2To63IsRefusedWithTheExactRange) {
+  ShmObject shm(4096);
+  ASSERT_TRUE(registry_->Register("", System("r", shm, 0, 4096)).ok());
+  const int64_t far = std::numeric_limits<int64_t>::max() - 8;
+  const absl::Status s = registry_->Resolve("", Ref("r", far, 16), 16, "q").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(),
+              HasSubstr("q.ref: bytes [9223372036854775799, 9223372036854775815) lie outside"));
 }
 
 TEST_F(RegionRegistryTest, NamesAreScopedToTheirOwner) {

@@ -22,7 +22,7 @@ import grpc
 from ._proto import gdn_pb2
 from .channel import bind_methods, make_aio_channel
 from .client_core import ClientCore
-from .errors import FailedPrecondition, GdnError, from_rpc_error
+from .errors import FailedPrecondition, GdnError, InvalidArgument, from_rpc_error
 from .forward_call import SequenceTokens
 from .regions import Region
 from .retry import call_with_retry_async
@@ -95,10 +95,14 @@ class Client(ClientCore):
                           if self._closed_anyway(e, attempt) else None)
 
     async def fork_session(self, parent: str, child: Optional[str] = None,
-                           timeout: Optional[float] = None) -> str:
+                           timeout: Optional[float] = None,
+                           at_position: Optional[int] = None) -> str:
         wanted = self._check_id("child", child)
+        request = gdn_pb2.ForkSessionRequest(parent_id=parent, child_id=wanted)
+        if at_position is not None:
+            request.at_position = at_position
         response = await self._unary(
-            "ForkSession", gdn_pb2.ForkSessionRequest(parent_id=parent, child_id=wanted), parent,
+            "ForkSession", request, parent,
             timeout, lambda e, attempt: gdn_pb2.ForkSessionResponse(session_id=wanted)
             if self._created_anyway(e, attempt, wanted) else None)
         return response.session_id
@@ -107,6 +111,12 @@ class Client(ClientCore):
         return await self._unary("DescribeSession",
                                  gdn_pb2.DescribeSessionRequest(session_id=session_id),
                                  session_id, timeout)
+
+    async def commit_draft(self, session_id: str, position: int, layers=(),
+                           timeout: Optional[float] = None):
+        """As Client.commit_draft."""
+        return await self._unary("CommitDraft", gdn_pb2.CommitDraftRequest(
+            session_id=session_id, position=position, layers=list(layers)), session_id, timeout)
 
     async def list_sessions(self, timeout: Optional[float] = None) -> List[str]:
         response = await self._unary("ListSessions", gdn_pb2.ListSessionsRequest(),
@@ -247,6 +257,7 @@ class Session:
         self.client = client
         self.id = session_id
         self.positions = list(positions)
+        self.drafts = [0] * len(self.positions)  # open draft tokens per layer
 
     def __repr__(self) -> str:
         return "aio.Session(%r, positions=%r)" % (self.id, self.positions)
@@ -261,14 +272,20 @@ class Session:
         return self.positions[layer]
 
     async def forward(self, layer: int, q, k, v, g=None, beta=None, *, a=None, b=None,
-                      a_log=None, dt_bias=None, out=None, timeout: Optional[float] = None):
+                      a_log=None, dt_bias=None, out=None, draft: bool = False,
+                      timeout: Optional[float] = None):
+        """As gdn_serve.Session.forward (draft=True: a speculative draft; then
+        accept() or commit() before the layer's next call)."""
         n = _tokens_of(q, k, v)
         position = self.positions[layer]
         self.positions[layer] = position + n  # reserved: later calls queue behind this one
+        spec = (self.id, position, n, True) if draft else (self.id, position, n)
         try:
-            return await self.client.forward(layer, [(self.id, position, n)], q, k, v, g, beta,
-                                             a=a, b=b, a_log=a_log, dt_bias=dt_bias, out=out,
-                                             timeout=timeout)
+            o = await self.client.forward(layer, [spec], q, k, v, g, beta,
+                                          a=a, b=b, a_log=a_log, dt_bias=dt_bias, out=out,
+                                          timeout=timeout)
+            self.drafts[layer] = n if draft else 0
+            return o
         except FailedPrecondition as e:
             if e.expected_position is not None:
                 self.positions[layer] = e.expected_position
@@ -278,9 +295,37 @@ class Session:
                 self.positions[layer] = position
             raise
 
+    def accept(self, layer: int, accepted: int) -> None:
+        """As gdn_serve.Session.accept (local: the next forward commits)."""
+        tokens = self.drafts[layer]
+        if tokens == 0:
+            raise FailedPrecondition("layer %d has no open draft" % layer)
+        if not 1 <= accepted <= tokens:
+            raise InvalidArgument("accepted %d of a draft of %d tokens" % (accepted, tokens))
+        self.positions[layer] -= tokens - accepted
+        self.drafts[layer] = 0
+
+    async def commit(self, accepted: int, timeout: Optional[float] = None) -> None:
+        """As gdn_serve.Session.commit: CommitDraft for every layer with a draft."""
+        by_start = {}
+        for layer, tokens in enumerate(self.drafts):
+            if tokens:
+                if not 1 <= accepted <= tokens:
+                    raise InvalidArgument("accepted %d of layer %d's draft of %d tokens"
+                                          % (accepted, layer, tokens))
+                by_start.setdefault(self.positions[layer] - tokens, []).append(layer)
+        for start, layers in sorted(by_start.items()):
+            await self.client.commit_draft(self.id, start + accepted, layers, timeout=timeout)
+            for layer in layers:
+                self.accept(layer, accepted)
+
     async def resync(self) -> None:
-        self.positions = positions_from_description(await self.client.describe_session(self.id),
-                                                    len(self.positions))
+        description = await self.client.describe_session(self.id)
+        self.positions = positions_from_description(description, len(self.positions))
+        self.drafts = [0] * len(self.positions)
+        for info in description.layers:
+            if 0 <= info.layer < len(self.drafts):
+                self.drafts[info.layer] = info.draft_tokens
 
     async def fork(self, child: Optional[str] = None) -> "Session":
         child_id = await self.client.fork_session(

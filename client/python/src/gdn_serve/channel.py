@@ -26,6 +26,7 @@ METHODS = {
     "DescribeSession": ("unary_unary", gdn_pb2.DescribeSessionRequest,
                         gdn_pb2.DescribeSessionResponse),
     "ListSessions": ("unary_unary", gdn_pb2.ListSessionsRequest, gdn_pb2.ListSessionsResponse),
+    "CommitDraft": ("unary_unary", gdn_pb2.CommitDraftRequest, gdn_pb2.CommitDraftResponse),
     "ExportSession": ("unary_stream", gdn_pb2.ExportSessionRequest, gdn_pb2.SessionChunk),
     "ImportSession": ("stream_unary", gdn_pb2.SessionChunk, gdn_pb2.ImportSessionResponse),
     "GetServerInfo": ("unary_unary", gdn_pb2.ServerInfoRequest, gdn_pb2.ServerInfoResponse),
@@ -34,6 +35,8 @@ METHODS = {
     "UnregisterRegion": ("unary_unary", gdn_pb2.UnregisterRegionRequest,
                          gdn_pb2.UnregisterRegionResponse),
     "ListRegions": ("unary_unary", gdn_pb2.ListRegionsRequest, gdn_pb2.ListRegionsResponse),
+    "OpenChannel": ("unary_unary", gdn_pb2.OpenChannelRequest, gdn_pb2.OpenChannelResponse),
+    "CloseChannel": ("unary_unary", gdn_pb2.CloseChannelRequest, gdn_pb2.CloseChannelResponse),
 }
 
 Metadata = Tuple[Tuple[str, str], ...]

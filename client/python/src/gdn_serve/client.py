@@ -41,6 +41,7 @@ class Client(ClientCore):
 
     def close(self) -> None:
         """Closes the channel (sessions on the server stay)."""
+        self.close_forward_channel()
         self._channel.close()
 
     def __enter__(self) -> "Client":
@@ -103,11 +104,16 @@ class Client(ClientCore):
                     if self._closed_anyway(e, attempt) else None)
 
     def fork_session(self, parent: str, child: Optional[str] = None,
-                     timeout: Optional[float] = None) -> str:
-        """A child sharing the parent's states copy-on-write (free until written). Returns its id."""
+                     timeout: Optional[float] = None, at_position: Optional[int] = None) -> str:
+        """A child sharing the parent's states copy-on-write (free until written). Returns its id.
+        at_position: start from the parent's kept states there (forward(...,
+        checkpoint_interval=N) keeps them)."""
         wanted = self._check_id("child", child)
+        request = gdn_pb2.ForkSessionRequest(parent_id=parent, child_id=wanted)
+        if at_position is not None:
+            request.at_position = at_position
         response = self._unary(
-            "ForkSession", gdn_pb2.ForkSessionRequest(parent_id=parent, child_id=wanted), parent,
+            "ForkSession", request, parent,
             timeout, lambda e, attempt: gdn_pb2.ForkSessionResponse(session_id=wanted)
             if self._created_anyway(e, attempt, wanted) else None)
         return response.session_id
@@ -117,6 +123,14 @@ class Client(ClientCore):
         """Per layer: position, has_state, tier, shared_with; state_bytes, idle_seconds."""
         return self._unary("DescribeSession", gdn_pb2.DescribeSessionRequest(session_id=session_id),
                            session_id, timeout)
+
+    def commit_draft(self, session_id: str, position: int, layers: Sequence[int] = (),
+                     timeout: Optional[float] = None) -> gdn_pb2.CommitDraftResponse:
+        """Accepts position - p tokens of the open speculative drafts of `layers`
+        (empty: every layer with one) without a Forward call; p is where each
+        draft was sent. Response: the layers committed and their accepted tokens."""
+        return self._unary("CommitDraft", gdn_pb2.CommitDraftRequest(
+            session_id=session_id, position=position, layers=list(layers)), session_id, timeout)
 
     def list_sessions(self, timeout: Optional[float] = None) -> List[str]:
         """The ids of the sessions this server holds."""
@@ -208,6 +222,31 @@ class Client(ClientCore):
         return list(self._unary("ListRegions", gdn_pb2.ListRegionsRequest(),
                                 timeout=timeout).regions)
 
+    # --- the same-host Forward channel (forward_channel.py) --------------
+    def open_forward_channel(self, **kwargs):
+        """Sends this client's single-message Forward calls through a same-host
+        shared-memory channel from now on (no socket round trip per call);
+        returns the ForwardChannel (keyword arguments: slots,
+        request_capacity, response_capacity, spin). Split calls and other
+        methods stay on gRPC. close_forward_channel() goes back."""
+        from .forward_channel import ForwardChannel
+        self.close_forward_channel()
+        self._forward_channel = ForwardChannel(self, **kwargs)
+        return self._forward_channel
+
+    def close_forward_channel(self) -> None:
+        channel = getattr(self, "_forward_channel", None)
+        self._forward_channel = None
+        if channel is not None:
+            channel.close()
+
+    def _open_channel(self, name: str, key: str, byte_size: int) -> None:
+        self._unary("OpenChannel", gdn_pb2.OpenChannelRequest(name=name, shm_key=key,
+                                                               byte_size=byte_size))
+
+    def _close_channel(self, name: str) -> None:
+        self._unary("CloseChannel", gdn_pb2.CloseChannelRequest(name=name), timeout=5)
+
     # --- forward ---------------------------------------------------------
     def forward(self, layer: int, sequences: Sequence[SequenceTokens], q, k, v, g=None, beta=None,
                 *, a=None, b=None, a_log=None, dt_bias=None, out=None,
@@ -233,8 +272,12 @@ class Client(ClientCore):
         if layout is None:
             self.cached_info()
             layout = self._layout
+        channel = getattr(self, "_forward_channel", None)
+        limit = self._limit
+        if channel is not None:  # a part may fill a slot: no message limit on the channel
+            limit = max(limit, min(channel.request_capacity, channel.response_capacity) - 65536)
         prepared = PreparedForward(
-            layout, self._limit, layer, sequences,
+            layout, limit, layer, sequences,
             {"q": q, "k": k, "v": v, "g": g, "beta": beta, "a": a, "b": b, "a_log": a_log,
              "dt_bias": dt_bias}, 0, self._region_table, out)
         if prepared.cuda_devices:  # the client's writes are complete before the call
@@ -245,6 +288,9 @@ class Client(ClientCore):
         parts = prepared.parts
         if len(parts) == 1:
             payload = prepared.payload(parts[0])
+            if channel is not None and len(payload) <= channel.request_capacity:
+                prepared.take_whole(channel.call(payload, deadline))
+                return prepared.result()
             try:
                 raw = call(payload, timeout=deadline, metadata=metadata)
                 failed = None

@@ -260,7 +260,7 @@ class PreparedForward:
             return b"".join(self.chunks)
         rows = part.end - part.begin
         chunks: List[Any] = [wire.layer_field(self.layer), wire.encode_sequences(
-            [(s, p, n) for _, s, p, n in part.pieces])[0]]
+            [(s, p, n) + tuple(self.sequences[i][3:5]) for i, s, p, n in part.pieces])[0]]
         for (_, number, dtype, _, shape, _, _, _, row, row_bytes), data in zip(
                 self.plan.fields, self.buffers):
             if row is not None:  # a token-packed tensor: rows [begin, end)

@@ -64,6 +64,37 @@ def buffer_address(buffer) -> int:
     return view.__array_interface__["data"][0]
 
 
+def create_shm_object(byte_size: int, mode: int = 0o600) -> Tuple[str, mmap.mmap]:
+    """A new POSIX shm object /dev/shm/gdn-<hex> of byte_size bytes, mapped:
+    (its name without the '/', the mapping)."""
+    shm_name = "gdn-" + secrets.token_hex(8)
+    path = os.path.join("/dev/shm", shm_name)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        os.ftruncate(fd, byte_size)
+        mapping = mmap.mmap(fd, byte_size)
+    except BaseException:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    os.close(fd)  # the mapping keeps the object
+    return shm_name, mapping
+
+
+def release_shm_object(shm_name: str, mapping: Optional[mmap.mmap]) -> None:
+    """Unmaps (unless views still hold the mapping: it goes with the last of
+    them) and unlinks an object of create_shm_object."""
+    if mapping is not None:
+        try:
+            mapping.close()
+        except BufferError:
+            pass
+    try:
+        os.unlink(os.path.join("/dev/shm", shm_name))
+    except FileNotFoundError:
+        pass
+
+
 class ShmRegion:
     """A POSIX shared memory object of `byte_size` bytes, mapped here and
     registered with `client` as a SYSTEM region (name `name` or a fresh one).
@@ -81,19 +112,9 @@ class ShmRegion:
         self.client = client
         self.byte_size = int(byte_size)
         self.name = name or new_region_name("shm")
-        self.shm_name = "gdn-" + secrets.token_hex(8)
+        self.shm_name, self.mapping = create_shm_object(self.byte_size, mode)
         self.key = "/" + self.shm_name
         self._used = 0
-        path = os.path.join("/dev/shm", self.shm_name)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, mode)
-        try:
-            os.ftruncate(fd, self.byte_size)
-            self.mapping = mmap.mmap(fd, self.byte_size)
-        except BaseException:
-            os.close(fd)
-            os.unlink(path)
-            raise
-        os.close(fd)  # the mapping keeps the object
         self.region: Optional[Region] = None
         if _register:
             try:
@@ -156,14 +177,7 @@ class ShmRegion:
             self._release()
 
     def _release(self) -> None:
-        try:
-            self.mapping.close()
-        except BufferError:  # numpy views still exist: the mapping goes with the last of them
-            pass
-        try:
-            os.unlink(os.path.join("/dev/shm", self.shm_name))
-        except FileNotFoundError:
-            pass
+        release_shm_object(self.shm_name, self.mapping)
 
     def __enter__(self) -> "ShmRegion":
         return self

@@ -52,13 +52,19 @@ class Session:
         self.client = client
         self.id = session_id
         self.positions = list(positions)
+        # Per layer: tokens of the open speculative draft (0: none).
+        self.drafts = [0] * len(self.positions)
 
     @classmethod
     def attach(cls, client, session_id: str) -> "Session":
         """An existing session, positions read from DescribeSession."""
         description = client.describe_session(session_id)
-        return cls(client, session_id,
-                   positions_from_description(description, client.config.num_layers))
+        session = cls(client, session_id,
+                      positions_from_description(description, client.config.num_layers))
+        for info in description.layers:  # open speculative drafts
+            if 0 <= info.layer < len(session.drafts):
+                session.drafts[info.layer] = info.draft_tokens
+        return session
 
     def __repr__(self) -> str:
         return "Session(%r, positions=%r)" % (self.id, self.positions)
@@ -73,23 +79,62 @@ class Session:
         return self.positions[layer]
 
     def forward(self, layer: int, q, k, v, g=None, beta=None, *, a=None, b=None, a_log=None,
-                dt_bias=None, out=None, timeout: Optional[float] = None):
+                dt_bias=None, out=None, draft: bool = False, checkpoint_interval: int = 0,
+                timeout: Optional[float] = None):
         """This session's next T = q.shape[0] tokens at `layer`: o [T, Hv, V] like v
         (or `out`, a view in a registered region).
+
+        draft=True (T in 2..8): a speculative draft; the server keeps the state
+        after each token until accept(layer, k) and the layer's next forward
+        (or commit(k)) keep the first k.
+
+        checkpoint_interval=N (a multiple of 64; the layer's position a multiple
+        of 64): the server keeps the state at every multiple of N inside this
+        call, for fork(at_position=).
 
         On FailedPrecondition the layer's position becomes the server's
         (`expected_position`) before the error is raised.
         """
         n = _tokens_of(q, k, v)
+        spec = (self.id, self.positions[layer], n, bool(draft), int(checkpoint_interval)) \
+            if draft or checkpoint_interval else (self.id, self.positions[layer], n)
         try:
             o, positions = self.client.forward_with_positions(
-                layer, [(self.id, self.positions[layer], n)], q, k, v, g, beta, a=a, b=b,
+                layer, [spec], q, k, v, g, beta, a=a, b=b,
                 a_log=a_log, dt_bias=dt_bias, out=out, timeout=timeout)
         except FailedPrecondition as e:
             self._take_server_position(layer, e)
             raise
         self.positions[layer] = positions[0]
+        self.drafts[layer] = n if draft else 0
         return o
+
+    def accept(self, layer: int, accepted: int) -> None:
+        """Keeps the first `accepted` (1..T) tokens of `layer`'s last draft: the
+        layer's next forward goes at the draft's position + accepted, which
+        commits it on the server."""
+        tokens = self.drafts[layer]
+        if tokens == 0:
+            raise FailedPrecondition("layer %d has no open draft" % layer)
+        if not 1 <= accepted <= tokens:
+            raise InvalidArgument("accepted %d of a draft of %d tokens" % (accepted, tokens))
+        self.positions[layer] -= tokens - accepted
+        self.drafts[layer] = 0
+
+    def commit(self, accepted: int, timeout: Optional[float] = None) -> None:
+        """Commits now, without a forward (end of generation): every layer with an
+        open draft keeps its first `accepted` tokens (CommitDraft)."""
+        by_start = {}
+        for layer, tokens in enumerate(self.drafts):
+            if tokens:
+                if not 1 <= accepted <= tokens:
+                    raise InvalidArgument("accepted %d of layer %d's draft of %d tokens"
+                                          % (accepted, layer, tokens))
+                by_start.setdefault(self.positions[layer] - tokens, []).append(layer)
+        for start, layers in sorted(by_start.items()):
+            self.client.commit_draft(self.id, start + accepted, layers, timeout=timeout)
+            for layer in layers:
+                self.accept(layer, accepted)
 
     def _take_server_position(self, layer: int, error: FailedPrecondition) -> None:
         if error.expected_position is not None:
@@ -99,14 +144,23 @@ class Session:
 
     def resync(self) -> None:
         """Reads every layer's position from DescribeSession."""
-        self.positions = positions_from_description(self.client.describe_session(self.id),
-                                                    len(self.positions))
+        description = self.client.describe_session(self.id)
+        self.positions = positions_from_description(description, len(self.positions))
+        self.drafts = [0] * len(self.positions)
+        for info in description.layers:
+            if 0 <= info.layer < len(self.drafts):
+                self.drafts[info.layer] = info.draft_tokens
 
-    def fork(self, child: Optional[str] = None) -> "Session":
+    def fork(self, child: Optional[str] = None, at_position: Optional[int] = None) -> "Session":
         """A child sharing this session's states (copy-on-write) and positions.
-        None: an id of this session's routing key (same server behind a proxy)."""
-        child_id = self.client.fork_session(self.id, child or new_session_id(routing_key(self.id)))
-        return Session(self.client, child_id, self.positions)
+        None: an id of this session's routing key (same server behind a proxy).
+        at_position: the child starts from the kept states there (every layer
+        at that position; forward(..., checkpoint_interval=N) keeps them)."""
+        child_id = self.client.fork_session(self.id, child or new_session_id(routing_key(self.id)),
+                                            at_position=at_position)
+        if at_position is None:
+            return Session(self.client, child_id, self.positions)
+        return Session(self.client, child_id, [at_position] * len(self.positions))
 
     def export(self) -> bytes:
         """The session as .gdnsnap bytes."""

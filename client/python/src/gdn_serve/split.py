@@ -47,7 +47,8 @@ def plan_parts(sequences: Sequence[Tuple[str, int, int]], request_row_bytes: int
     """
     if total is None:
         total = 0
-        for session_id, _, num_tokens in sequences:
+        for spec in sequences:
+            session_id, num_tokens = spec[0], spec[2]
             if num_tokens < 1:
                 raise InvalidArgument("sequence '%s' has num_tokens %d" % (session_id, num_tokens))
             total += num_tokens
@@ -70,8 +71,12 @@ def plan_parts(sequences: Sequence[Tuple[str, int, int]], request_row_bytes: int
         pieces = []
         row = begin
         while row < end:
-            session_id, position, num_tokens = sequences[seq]
+            session_id, position, num_tokens = sequences[seq][:3]
             take = min(num_tokens - taken, end - row)
+            if take != num_tokens and any(sequences[seq][3:5]):  # draft / checkpoint_interval
+                raise InvalidArgument("%s sequence '%s' would be split across messages"
+                                      % ("draft" if sequences[seq][3] else "state-keeping",
+                                         session_id))
             pieces.append((seq, session_id, position + taken, take))
             row += take
             taken += take

@@ -34,6 +34,13 @@ q/k/v/g/beta and o go through registered CUDA staging buffers
 (gdn_serve.staging) and never through host memory. "auto" does so when it
 can and falls back to sending tensors inline, with one warning, when a
 registration fails; "cuda" requires it (errors raise); "off" never does.
+
+channel ("auto", "on" or "off"): with a server on this host, the layer calls
+go through a same-host Forward channel (Client.open_forward_channel: shared
+memory, no socket round trip per call), opened here and closed by
+handle.close(). "auto" does so when it can (falling back to the Forward RPC,
+with one warning, when the server refuses); "on" requires it; "off" never.
+A client that already has a channel keeps it.
 """
 
 import contextvars
@@ -104,9 +111,11 @@ def _dispatcher(original, kind: str):
 class RemoteGdnHandle:
     """The patch of one model: its sessions, positions, and how to undo it."""
 
-    def __init__(self, model, client, modules: List, regions: str = "auto"):
+    def __init__(self, model, client, modules: List, regions: str = "auto", channel: str = "auto"):
         if regions not in ("auto", "cuda", "off"):
             raise InvalidArgument("regions: 'auto', 'cuda' or 'off', got %r" % (regions,))
+        if channel not in ("auto", "on", "off"):
+            raise InvalidArgument("channel: 'auto', 'on' or 'off', got %r" % (channel,))
         self.regions = regions
         self._staging = {}  # CUDA device -> CudaStaging, or None where it is not used
         self.client = client
@@ -116,6 +125,23 @@ class RemoteGdnHandle:
         self.positions: List[List[int]] = []  # [row][server layer]
         self.prompt = 0
         self._undo: List = []
+        self.channel = None  # the ForwardChannel opened here, if any
+        if channel != "off" and getattr(client, "_forward_channel", None) is None:
+            self._open_channel(channel == "on")
+
+    def _open_channel(self, required: bool) -> None:
+        if not same_host(self.client.target):
+            if required:
+                raise InvalidArgument("channel='on' needs a server on this host, got %s"
+                                      % self.client.target)
+            return
+        try:
+            self.channel = self.client.open_forward_channel(slots=2)
+        except Exception as e:  # an older server, another architecture, no /dev/shm
+            if required:
+                raise
+            warnings.warn("gdn_serve: no same-host Forward channel (%s); layer calls use the "
+                          "Forward RPC" % (e,))
 
     def __enter__(self) -> "RemoteGdnHandle":
         return self
@@ -263,6 +289,9 @@ class RemoteGdnHandle:
                 if staging is not None:
                     staging.close()
             self._staging.clear()
+            if self.channel is not None and self.client._forward_channel is self.channel:
+                self.client.close_forward_channel()
+            self.channel = None
         finally:
             while self._undo:
                 self._undo.pop()()
@@ -276,13 +305,13 @@ def _release_global(home, name: str) -> None:
         del _GLOBAL_PATCHES[(home.__name__, name)]
 
 
-def use_remote_gdn(model, client, regions: str = "auto") -> RemoteGdnHandle:
+def use_remote_gdn(model, client, regions: str = "auto", channel: str = "auto") -> RemoteGdnHandle:
     """Patches `model`'s GatedDeltaNet cores to run on `client`'s server; returns the handle.
 
     The server must have gating "direct", at least as many layers as the
-    model has GDN layers, and the model's Hqk, Hv, K and V. regions: see the
-    module docstring ("auto": CUDA staging buffers when the model and a
-    same-host cuda server allow it).
+    model has GDN layers, and the model's Hqk, Hv, K and V. regions, channel:
+    see the module docstring ("auto": CUDA staging buffers when the model and
+    a same-host cuda server allow it; a same-host Forward channel).
     """
     check_transformers_version()
     modules = sorted((m for m in model.modules() if type(m).__name__ in GDN_CLASSES),
@@ -301,7 +330,7 @@ def use_remote_gdn(model, client, regions: str = "auto") -> RemoteGdnHandle:
     if c.gating_mode != "direct":
         raise InvalidArgument("server gating=%s; use_remote_gdn sends the model's g and beta and "
                               "needs --gating=direct" % c.gating_mode)
-    handle = RemoteGdnHandle(model, client, modules, regions)
+    handle = RemoteGdnHandle(model, client, modules, regions, channel)
     try:
         for layer, module in enumerate(modules):
             handle._patch(module, layer)

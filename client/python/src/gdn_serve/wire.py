@@ -118,14 +118,33 @@ def encode_sequences_expecting(sequences: Sequence[Tuple[str, int, int]]
     decode, decode_size = _DECODE_STEP, _TABLE_SIZE - 1
     total = 0
     for index, spec in enumerate(sequences):
+        draft, interval = False, 0
         try:
             session_id, position, num_tokens = spec
         except (TypeError, ValueError):
-            raise InvalidArgument("sequences[%d]: expected (session_id, position, num_tokens), "
-                                  "got %r" % (index, spec)) from None
+            try:  # (session_id, position, num_tokens, draft[, checkpoint_interval])
+                session_id, position, num_tokens, draft, interval = (tuple(spec) + (0,))[:5]
+            except (TypeError, ValueError):
+                raise InvalidArgument("sequences[%d]: expected (session_id, position, num_tokens"
+                                      "[, draft[, checkpoint_interval]]), got %r"
+                                      % (index, spec)) from None
         prefix = cache.get(session_id) or _session_prefix(index, session_id)
         after = position + num_tokens
-        if num_tokens == 1 and 0 <= position < decode_size:  # a decode step: one lookup
+        if draft or interval:
+            if position < 0:
+                raise InvalidArgument("sequences[%d].position: must be >= 0, got %d" % (index, position))
+            if draft and not 2 <= num_tokens <= 8:
+                raise InvalidArgument("sequences[%d].draft: a draft has 2..8 tokens, got %d"
+                                      % (index, num_tokens))
+            if num_tokens < 1:
+                raise InvalidArgument("sequences[%d].num_tokens: must be >= 1, got %d"
+                                      % (index, num_tokens))
+            body = prefix + (b"\x10" + encode_varint(position) if position > 0 else b"") + \
+                b"\x18" + encode_varint(num_tokens) + (b"\x20\x01" if draft else b"") + \
+                (b"\x28" + encode_varint(interval) if interval > 0 else b"")
+            extend((b"\x12", encode_varint(len(body)), body))
+            pack(encode_varint(after))
+        elif num_tokens == 1 and 0 <= position < decode_size:  # a decode step: one lookup
             spec_tail = decode[position]
             length = len(prefix) + len(spec_tail)
             extend((b"\x12", table[length] if length < size else encode_varint(length), prefix,

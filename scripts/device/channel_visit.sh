@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# One device visit for the same-host Forward channel (issues 16 / 18), the
+# GPU tests of the session's other work, and the transformers speed check.
+#
+#   here:   bash scripts/device/channel_visit.sh prepare   wheels into .whl/ (needs PyPI)
+#           BUILD=build bash scripts/device/bundle.sh gdn-server gdn-bench <GPU tests...>
+#   device: bash scripts/device/channel_visit.sh           carry .bundle and .whl
+#
+#  1. GPU tests: every *_test in the bundle (gtest summary lines); then
+#     decode_bench --quick (when bundled) and a speculative-draft call (T=4,
+#     all accepted) against a plain 4-token decode call at 32 sessions;
+#  2. compute-sanitizer memcheck of gdn-server driven by gdn-bench through
+#     the channel (inline, shm and CUDA IPC tensors) and the Forward RPC;
+#  3. bench/regions/run.sh: one Forward call per arm (TCP, Unix, channel,
+#     shm, shm + channel, CUDA IPC, CUDA IPC + channel), decode 1 / 32 / 256
+#     x 1 and prefill 1 x 4096, 4 layers; then the channel arms again with
+#     --channel_spin_us=0 (the server's channel thread sleeps between calls);
+#  4. the Python client's per-call latency through the channel and the RPC
+#     (bench/python/client_latency.py, cuda server);
+#  5. the Python CUDA-region check (client/python/tests/cuda_region_check.py:
+#     bitwise CUDA IPC vs inline, error cases, use_remote_gdn(regions="cuda"));
+#  6. bench/python/transformers_speed.py: a small Qwen3-Next (6 GDN layers,
+#     Qwen3-Next's GDN shape, bf16) natively with FLA and remote (RPC inline,
+#     RPC + CUDA regions, channel + CUDA regions).
+# BACKEND=cpu runs steps 3-6 here against cpu servers (a dry run of the
+# script; step 6 then uses the tiny model).
+# Writes under $OUT: channel_visit.log, regions.md, regions_spin0.md,
+# results.tar.gz.
+set -u
+cd "$(dirname "$0")/../.."
+root=$PWD
+
+if [ "${1:-}" = "prepare" ]; then
+  set -e
+  bash scripts/device/python_visit.sh prepare
+  python3 -m pip download -q --no-deps -d .whl flash-linear-attention fla-core
+  ls -la .whl
+  exit 0
+fi
+
+OUT=${OUT:-/tmp/gdn_out}
+mkdir -p "$OUT"
+LOG=$OUT/channel_visit.log
+WORK=/tmp/channel_visit
+rm -rf "$WORK" && mkdir -p "$WORK"
+t0=$(date +%s)
+say() { echo "== $* ($(( $(date +%s) - t0 ))s)" | tee -a "$LOG"; }
+. scripts/device/unpack_bundle.sh  # BUNDLE, B, LD_LIBRARY_PATH
+B=${BIN_DIR:-$B}  # a dry run here: BIN_DIR=dir with cpu gdn-server and gdn-bench
+BACKEND=${BACKEND:-cuda}
+say "device ($BACKEND)"
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; cat .bundle/COMMIT
+  lscpu | grep -E "Model name|^CPU\(s\)"; } 2>&1 | tee -a "$LOG"
+
+PYDIR=/tmp/gdn_py
+rm -rf "$PYDIR" && mkdir -p "$PYDIR"
+tag=$(python3 -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
+for whl in .whl/gdn_serve-*.whl .whl/protobuf-*.whl .whl/grpcio-*-"$tag"-*.whl \
+           .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl; do
+  [ -f "$whl" ] && python3 -m zipfile -e "$whl" "$PYDIR"
+done
+export PYTHONPATH=$PYDIR${PYTHONPATH:+:$PYTHONPATH}
+python3 -c "import gdn_serve, grpc, torch, transformers as t; print('torch', torch.__version__,
+'transformers', t.__version__, 'grpcio', grpc.__version__)" 2>&1 | tee -a "$LOG"
+python3 -c "import fla; print('fla', fla.__version__)" 2>&1 | tail -1 | tee -a "$LOG"
+
+if [ "$BACKEND" = cuda ]; then
+  for t in $(cd "$B" && ls *_test 2>/dev/null); do
+    say "$t"
+    timeout 120 "$B/$t" > "$WORK/$t.txt" 2>&1
+    echo "rc $?" >> "$WORK/$t.txt"
+    grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED|Failure|^rc " "$WORK/$t.txt" | head -20 | tee -a "$LOG"
+  done
+
+  SANITIZER=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  say "compute-sanitizer memcheck: gdn-server under channel and RPC calls"
+  sock=/tmp/gdn_san.sock; rm -f $sock
+  "$SANITIZER" --tool memcheck --error-exitcode 9 $B/gdn-server --backend=cuda --layers=2 \
+    --metrics_listen=127.0.0.1:0 --listen=unix:$sock > "$WORK/san_server.out" 2> "$WORK/san_server.err" &
+  spid=$!
+  for _ in $(seq 600); do grep -q listening "$WORK/san_server.out" 2>/dev/null && break; sleep 0.1; done
+  for arm in "unary channel" "shm channel" "cuda_ipc channel" "cuda_ipc grpc"; do
+    set -- $arm
+    timeout 60 $B/gdn-bench --server=unix:$sock --transport=$1 --control=$2 --layers=2 --rounds=1 \
+      --progress=false --sessions=8 --sessions_per_call=8 --prefill_tokens=100 --decode_steps=3 \
+      > "$WORK/san_bench_$1_$2.txt" 2>&1
+    echo "gdn-bench $arm: rc $? $(grep -E "errors|failed" "$WORK/san_bench_$1_$2.txt" | head -2 | tr '\n' ' ')" | tee -a "$LOG"
+  done
+  pkill -TERM -f "^$B/gdn-server --backend=cuda --layers=2"
+  ( sleep 60; kill -KILL $spid 2>/dev/null ) & watchdog=$!
+  wait $spid; echo "sanitizer rc $? (0: no errors; 9: errors)" | tee -a "$LOG"
+  kill $watchdog 2>/dev/null
+  grep -E "ERROR SUMMARY|Invalid|out of bounds" "$WORK/san_server.out" "$WORK/san_server.err" | head -5 | tee -a "$LOG"
+fi
+
+if [ "$BACKEND" = cuda ] && [ -x "$B/decode_bench" ]; then
+  say "decode_bench --quick (the decode kernel after this session's kernel changes)"
+  timeout 120 "$B/decode_bench" --quick --json="$WORK/decode_bench.json" --md="$WORK/decode_bench.md" \
+    --commit="$(awk '{print $2}' .bundle/COMMIT)" > "$WORK/decode_bench.txt" 2>&1
+  echo "rc $?" | tee -a "$LOG"
+  tail -14 "$WORK/decode_bench.md" 2>/dev/null | tee -a "$LOG"
+fi
+
+if [ "$BACKEND" = cuda ]; then
+  # Issue 20: a draft of 4 tokens (all accepted) against a plain 4-token
+  # decode call, 32 sessions per call, arms taking turns twice.
+  say "speculative drafts: draft T=4 vs plain T=4 decode, 32 sessions"
+  rm -f /tmp/spec.sock
+  $B/gdn-server --backend=cuda --layers=4 --metrics_listen=127.0.0.1:0 --listen=unix:/tmp/spec.sock \
+    > "$WORK/spec_server.out" 2> "$WORK/spec_server.err" &
+  spec_pid=$!
+  for _ in $(seq 150); do grep -q listening "$WORK/spec_server.out" 2>/dev/null && break; sleep 0.2; done
+  for round in 1 2; do
+    for arm in "--decode_tokens=4" "--draft_tokens=4 --acceptance_rate=1"; do
+      name=$(echo "$arm" | cut -d' ' -f1 | tr -d '-' | tr '=' '_')_$round
+      # shellcheck disable=SC2086
+      timeout 40 $B/gdn-bench --server=unix:/tmp/spec.sock --layers=4 --sessions=32 \
+        --sessions_per_call=32 --prefill_tokens=0 --decode_steps=1000000 --warmup_s=0.5 \
+        --duration_s=3 --progress=false $arm --json_out="$WORK/spec_$name.json" \
+        > "$WORK/spec_$name.txt" 2>&1
+      echo "$arm round $round: rc $? $(grep -iE '^ *decode' "$WORK/spec_$name.txt" | head -1)" | tee -a "$LOG"
+    done
+  done
+  kill -TERM $spec_pid 2>/dev/null; wait $spec_pid 2>/dev/null
+fi
+
+say "bench/regions/run.sh ($BACKEND)"
+BACKEND=$BACKEND BIN=$B ARM_S=${ARM_S:-1.5} PREFILL_S=${PREFILL_S:-2} \
+  SHAPES=${SHAPES:-"decode1 decode32 decode256 prefill4096"} timeout ${BENCH_S:-240} \
+  bash bench/regions/run.sh "$WORK/regions" > "$WORK/regions.log" 2>&1
+echo "rc $?" | tee -a "$LOG"
+grep "failed" "$WORK/regions.log" | head -5 | tee -a "$LOG"
+cp "$WORK/regions/results.md" "$OUT/regions.md" 2>/dev/null && tee -a "$LOG" < "$OUT/regions.md"
+
+say "channel arms, server polling off (--channel_spin_us=0)"
+arms="channel shm_channel"
+[ "$BACKEND" = cuda ] && arms="$arms cuda_ipc_channel"
+BACKEND=$BACKEND BIN=$B ARM_S=${ARM_S:-1.5} SHAPES="decode1 decode32" ARMS="unix $arms" ARMS_SET=1 \
+  SERVER_FLAGS=--channel_spin_us=0 timeout 90 \
+  bash bench/regions/run.sh "$WORK/regions_spin0" > "$WORK/regions_spin0.log" 2>&1
+cp "$WORK/regions_spin0/results.md" "$OUT/regions_spin0.md" 2>/dev/null && tee -a "$LOG" < "$OUT/regions_spin0.md"
+
+server_pid=""
+start_server() {  # name, then flags; sets $grpc (a unix socket: same host)
+  local name=$1; shift
+  stop_server
+  rm -f "/tmp/$name.sock"
+  $B/gdn-server --backend="$BACKEND" --metrics_listen=127.0.0.1:0 --listen="unix:/tmp/$name.sock" "$@" \
+    > "$WORK/$name.out" 2> "$WORK/$name.err" &
+  server_pid=$!
+  for _ in $(seq 150); do grep -q "listening" "$WORK/$name.out" 2>/dev/null && break; sleep 0.2; done
+  grpc="unix:/tmp/$name.sock"
+  grep -q listening "$WORK/$name.out" || { tail -5 "$WORK/$name.err" | tee -a "$LOG"; return 1; }
+}
+stop_server() {
+  if [ -n "$server_pid" ]; then kill -TERM "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null; fi
+  server_pid=""
+}
+trap stop_server EXIT
+
+inputs=numpy
+[ "$BACKEND" = cuda ] && inputs=numpy,torch-cuda
+if start_server py_default; then
+  for mode in "" --channel; do
+    say "python latency ${mode:-(rpc)}"
+    timeout 90 python3 bench/python/client_latency.py --target "$grpc" --calls 2000 \
+      --prefill_calls 50 --warmup 20 --seconds 2 --inputs $inputs --cases decode:1x1,decode:32x1,prefill:1x2048 \
+      --json_out "$WORK/latency${mode:+_channel}.json" $mode 2>&1 | tail -7 | tee -a "$LOG"
+  done
+fi
+
+if [ "$BACKEND" = cuda ] && start_server py_small --layers=3 --qk_heads=2 --v_heads=4 \
+     --head_dim_k=64 --head_dim_v=64 --activation_dtype=fp32; then
+  say "python cuda regions check (bitwise, errors, use_remote_gdn regions=cuda)"
+  timeout 120 python3 client/python/tests/cuda_region_check.py --target "$grpc" \
+    --json_out "$WORK/cuda_regions.json" --transformers 2>&1 | grep -v "^\[transformers\]" | \
+    grep -vE '^\s' | tail -25 | tee -a "$LOG"
+fi
+
+say "transformers speed (native vs remote)"
+if [ "$BACKEND" = cuda ]; then
+  ok=1; start_server tf --layers=6 --activation_dtype=bf16 || ok=0
+  args=(--device cuda)
+else
+  ok=1; start_server tf --layers=6 --qk_heads=2 --v_heads=4 --head_dim_k=64 --head_dim_v=64 \
+    --activation_dtype=fp32 || ok=0
+  args=(--device cpu --small --prompt 32 --steps 4 --repeats 1 --arms grpc_inline,channel_inline)
+fi
+[ $ok = 1 ] && timeout ${TF_S:-200} python3 bench/python/transformers_speed.py --target "$grpc" "${args[@]}" \
+  --json_out "$WORK/transformers_speed.json" 2>&1 | grep -v "^\[transformers\]" | tail -8 | tee -a "$LOG"
+stop_server
+
+tar -czf "$OUT/results.tar.gz" -C /tmp channel_visit 2>/dev/null
+say "done"

@@ -1,0 +1,33 @@
+// CommitDraft: speculative drafts committed without a Forward call
+// (server/sessions/draft_ops.h), as a session command on the engine thread,
+// after the session's running calls.
+#include "server/rpc/gdn_service.h"
+#include "server/sessions/draft_ops.h"
+#include "server/sessions/session_id.h"
+
+namespace gdn {
+
+grpc::ServerUnaryReactor* GdnServiceImpl::CommitDraft(grpc::CallbackServerContext* context,
+                                                      const gdn::v1::CommitDraftRequest* request,
+                                                      gdn::v1::CommitDraftResponse* response) {
+  const absl::Time start = absl::Now();
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status s = ValidateRequiredSessionId(request->session_id(), "session_id"); !s.ok()) {
+    FinishUnary(reactor, "CommitDraft", start, s);
+    return reactor;
+  }
+  if (absl::Status s = service_->EnterCall(); !s.ok()) {
+    FinishUnary(reactor, "CommitDraft", start, s);
+    return reactor;
+  }
+  service_->engine->RunSessionCommand(
+      request->session_id(), [this, reactor, request, response, start](StateCache& cache) {
+        absl::StatusOr<gdn::v1::CommitDraftResponse> committed = CommitDraftOp(cache, *request);
+        if (committed.ok()) *response = std::move(*committed);
+        FinishUnary(reactor, "CommitDraft", start, committed.status());
+        service_->LeaveCall();
+      });
+  return reactor;
+}
+
+}  // namespace gdn
