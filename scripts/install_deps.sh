@@ -21,6 +21,7 @@ if [ $build_only = 0 ]; then
     curl python3-venv
     nginx  # tests/deploy/affinity_test.sh: the session-affinity proxy
     chromium  # tests/deploy/status_page_browser_test.sh loads the status page
+    clang libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer and the sanitizers' runtimes
   )
 fi
 

@@ -35,8 +35,15 @@ ARMS=${ARMS:-"tcp unix channel shm shm_channel"}
 [ "$BACKEND" = cuda ] && [ -z "${ARMS_SET:-}" ] && ARMS="$ARMS cuda_ipc cuda_ipc_channel"
 : > "$OUT/commands.txt"
 tmp=$(mktemp -d /tmp/gdn_regions.XXXXXX)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$tmp"; }
+# start_server runs in a command substitution (a subshell): the pids go
+# through a file, or the servers would outlive the script.
+cleanup() {
+  for p in $(cat "$tmp/pids" 2>/dev/null); do kill -TERM "$p" 2>/dev/null; done
+  for p in $(cat "$tmp/pids" 2>/dev/null); do
+    while kill -0 "$p" 2>/dev/null; do sleep 0.1; done
+  done
+  rm -rf "$tmp"
+}
 trap cleanup EXIT
 
 start_server() {  # name listen -> prints the gRPC address
@@ -45,7 +52,7 @@ start_server() {  # name listen -> prints the gRPC address
              ${SERVER_FLAGS:-})
   echo "${cmd[*]}" >> "$OUT/commands.txt"
   "${cmd[@]}" > "$tmp/$1.out" 2> "$tmp/$1.err" &
-  pids+=($!)
+  echo $! >> "$tmp/pids"
   for _ in $(seq 300); do grep -q listening "$tmp/$1.out" 2>/dev/null && break; sleep 0.1; done
   sed -nE 's/.*grpc=([^ ]+).*/\1/p' "$tmp/$1.out"
 }

@@ -30,6 +30,10 @@ set -u
 cd "$(dirname "$0")/../.."
 root=$PWD
 
+# Steps to run (STEPS="tests bench python tf", all by default).
+STEPS=${STEPS:-"tests bench python tf"}
+step() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
+
 if [ "${1:-}" = "prepare" ]; then
   set -e
   bash scripts/device/python_visit.sh prepare
@@ -48,6 +52,8 @@ say() { echo "== $* ($(( $(date +%s) - t0 ))s)" | tee -a "$LOG"; }
 . scripts/device/unpack_bundle.sh  # BUNDLE, B, LD_LIBRARY_PATH
 B=${BIN_DIR:-$B}  # a dry run here: BIN_DIR=dir with cpu gdn-server and gdn-bench
 BACKEND=${BACKEND:-cuda}
+# Servers an earlier visit left on a warm machine hold GPU memory.
+[ "$BACKEND" = cuda ] && pkill -TERM -f "bin/gdn-server" && sleep 2
 say "device ($BACKEND)"
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; cat .bundle/COMMIT
   lscpu | grep -E "Model name|^CPU\(s\)"; } 2>&1 | tee -a "$LOG"
@@ -64,7 +70,7 @@ python3 -c "import gdn_serve, grpc, torch, transformers as t; print('torch', tor
 'transformers', t.__version__, 'grpcio', grpc.__version__)" 2>&1 | tee -a "$LOG"
 python3 -c "import fla; print('fla', fla.__version__)" 2>&1 | tail -1 | tee -a "$LOG"
 
-if [ "$BACKEND" = cuda ]; then
+if [ "$BACKEND" = cuda ] && step tests; then
   for t in $(cd "$B" && ls *_test 2>/dev/null); do
     say "$t"
     timeout 120 "$B/$t" > "$WORK/$t.txt" 2>&1
@@ -93,7 +99,7 @@ if [ "$BACKEND" = cuda ]; then
   grep -E "ERROR SUMMARY|Invalid|out of bounds" "$WORK/san_server.out" "$WORK/san_server.err" | head -5 | tee -a "$LOG"
 fi
 
-if [ "$BACKEND" = cuda ] && [ -x "$B/decode_bench" ]; then
+if [ "$BACKEND" = cuda ] && step tests && [ -x "$B/decode_bench" ]; then
   say "decode_bench --quick (the decode kernel after this session's kernel changes)"
   timeout 120 "$B/decode_bench" --quick --json="$WORK/decode_bench.json" --md="$WORK/decode_bench.md" \
     --commit="$(awk '{print $2}' .bundle/COMMIT)" > "$WORK/decode_bench.txt" 2>&1
@@ -101,7 +107,7 @@ if [ "$BACKEND" = cuda ] && [ -x "$B/decode_bench" ]; then
   tail -14 "$WORK/decode_bench.md" 2>/dev/null | tee -a "$LOG"
 fi
 
-if [ "$BACKEND" = cuda ]; then
+if [ "$BACKEND" = cuda ] && step tests; then
   # Issue 20: a draft of 4 tokens (all accepted) against a plain 4-token
   # decode call, 32 sessions per call, arms taking turns twice.
   say "speculative drafts: draft T=4 vs plain T=4 decode, 32 sessions"
@@ -124,6 +130,7 @@ if [ "$BACKEND" = cuda ]; then
   kill -TERM $spec_pid 2>/dev/null; wait $spec_pid 2>/dev/null
 fi
 
+if step bench; then
 say "bench/regions/run.sh ($BACKEND)"
 BACKEND=$BACKEND BIN=$B ARM_S=${ARM_S:-1.5} PREFILL_S=${PREFILL_S:-2} \
   SHAPES=${SHAPES:-"decode1 decode32 decode256 prefill4096"} timeout ${BENCH_S:-240} \
@@ -139,13 +146,16 @@ BACKEND=$BACKEND BIN=$B ARM_S=${ARM_S:-1.5} SHAPES="decode1 decode32" ARMS="unix
   SERVER_FLAGS=--channel_spin_us=0 timeout 90 \
   bash bench/regions/run.sh "$WORK/regions_spin0" > "$WORK/regions_spin0.log" 2>&1
 cp "$WORK/regions_spin0/results.md" "$OUT/regions_spin0.md" 2>/dev/null && tee -a "$LOG" < "$OUT/regions_spin0.md"
+fi
 
 server_pid=""
 start_server() {  # name, then flags; sets $grpc (a unix socket: same host)
   local name=$1; shift
   stop_server
   rm -f "/tmp/$name.sock"
-  $B/gdn-server --backend="$BACKEND" --metrics_listen=127.0.0.1:0 --listen="unix:/tmp/$name.sock" "$@" \
+  # A budget of its own: a default cuda server takes 60% of free memory.
+  $B/gdn-server --backend="$BACKEND" --metrics_listen=127.0.0.1:0 --listen="unix:/tmp/$name.sock" \
+    --device_state_budget=8GiB "$@" \
     > "$WORK/$name.out" 2> "$WORK/$name.err" &
   server_pid=$!
   for _ in $(seq 150); do grep -q "listening" "$WORK/$name.out" 2>/dev/null && break; sleep 0.2; done
@@ -160,7 +170,7 @@ trap stop_server EXIT
 
 inputs=numpy
 [ "$BACKEND" = cuda ] && inputs=numpy,torch-cuda
-if start_server py_default; then
+if step python && start_server py_default; then
   for mode in "" --channel; do
     say "python latency ${mode:-(rpc)}"
     timeout 90 python3 bench/python/client_latency.py --target "$grpc" --calls 2000 \
@@ -169,7 +179,7 @@ if start_server py_default; then
   done
 fi
 
-if [ "$BACKEND" = cuda ] && start_server py_small --layers=3 --qk_heads=2 --v_heads=4 \
+if [ "$BACKEND" = cuda ] && step python && start_server py_small --layers=3 --qk_heads=2 --v_heads=4 \
      --head_dim_k=64 --head_dim_v=64 --activation_dtype=fp32; then
   say "python cuda regions check (bitwise, errors, use_remote_gdn regions=cuda)"
   timeout 120 python3 client/python/tests/cuda_region_check.py --target "$grpc" \
@@ -177,8 +187,10 @@ if [ "$BACKEND" = cuda ] && start_server py_small --layers=3 --qk_heads=2 --v_he
     grep -vE '^\s' | tail -25 | tee -a "$LOG"
 fi
 
-say "transformers speed (native vs remote)"
-if [ "$BACKEND" = cuda ]; then
+step tf && say "transformers speed (native vs remote)"
+if ! step tf; then
+  ok=0
+elif [ "$BACKEND" = cuda ]; then
   ok=1; start_server tf --layers=6 --activation_dtype=bf16 || ok=0
   args=(--device cuda)
 else

@@ -158,7 +158,8 @@ def error_checks(c, client, torch, arena):
     c.add("unregistered: gone from list_regions",
           arena.region.name not in [i.name for i in client.list_regions()])
     c.raises("a reference after unregistering", gdn_serve.NotFound,
-             lambda: s.forward(0, *(RegionRef(arena.region.name, 0, 1) if n == "q" else r[n]
+             lambda: s.forward(0, *(RegionRef(arena.region.name, 0, r["q"].nbytes) if n == "q"
+                                    else r[n]
                                     for n in NAMES)))
     s.close()
 
