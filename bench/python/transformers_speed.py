@@ -3,10 +3,12 @@
 
 Issue 18's check: batch 4, a 256-token prompt, 32 decode steps, 6 GDN layers
 (and 2 attention layers), the GDN shape of Qwen3-Next (Hqk 16, Hv 32,
-K = V = 128), bf16 on CUDA. The native arm runs transformers' own GDN core
-(FLA's kernels when flash-linear-attention is importable: the "core" field
-says which); each remote arm runs the same model with use_remote_gdn against
-a gdn-server on this host:
+K = V = 128), bf16 on CUDA. The native arm runs flash-linear-attention's
+kernels in the model's GDN layers (--native fla, the default, when fla is
+importable; transformers itself may not pick them up) or transformers' own
+choice (--native transformers); the "native_core" field says which. Each
+remote arm runs the same model with use_remote_gdn against a gdn-server on
+this host:
 
     grpc_inline      Forward RPC, tensors inline            (regions="off", channel="off")
     grpc_regions     Forward RPC, CUDA staging regions      (regions="cuda", channel="off")
@@ -52,6 +54,23 @@ def make_model(device, small):
     torch.manual_seed(0)
     dtype = torch.float32 if small else torch.bfloat16
     return Qwen3NextForCausalLM(config).to(device=device, dtype=dtype).eval()
+
+
+def use_fla(model):
+    """Puts flash-linear-attention's kernels into the model's GDN layers (the
+    instance attributes transformers 4.57 .. 5.1x call), where transformers
+    did not pick them up itself; True when it did so."""
+    try:
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
+    except ImportError:
+        return False
+    done = False
+    for m in model.modules():
+        if type(m).__name__ == "Qwen3NextGatedDeltaNet" and hasattr(m, "chunk_gated_delta_rule"):
+            m.chunk_gated_delta_rule = chunk_gated_delta_rule
+            m.recurrent_gated_delta_rule = fused_recurrent_gated_delta_rule
+            done = True
+    return done
 
 
 def core_name(model):
@@ -128,11 +147,17 @@ def main():
     p.add_argument("--steps", type=int, default=32)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--arms", default="grpc_inline,grpc_regions,channel_regions")
+    p.add_argument("--native", default="fla", choices=["fla", "transformers"],
+                   help="the native arm's GDN core on cuda: FLA's kernels (when importable) "
+                        "or whatever transformers picks")
     p.add_argument("--json_out")
     a = p.parse_args()
     import torch
     import transformers
     model = make_model(a.device, a.small)
+    if a.device == "cuda" and a.native == "fla" and not use_fla(model):
+        print("flash-linear-attention not importable (or not patchable): the native arm runs "
+              "transformers' own core", flush=True)
     ids = torch.randint(1, 1024, (a.batch, a.prompt), generator=torch.Generator().manual_seed(1))
     ids = ids.to(a.device)
     native, native_logits, tokens = measure(model, ids, a.steps, a.repeats, a.device)

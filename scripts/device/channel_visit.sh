@@ -30,8 +30,8 @@ set -u
 cd "$(dirname "$0")/../.."
 root=$PWD
 
-# Steps to run (STEPS="tests bench python tf", all by default).
-STEPS=${STEPS:-"tests bench python tf"}
+# Steps to run (STEPS="tests bench python check tf", all by default).
+STEPS=${STEPS:-"tests bench python check tf"}
 step() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 
 if [ "${1:-}" = "prepare" ]; then
@@ -61,14 +61,20 @@ say "device ($BACKEND)"
 PYDIR=/tmp/gdn_py
 rm -rf "$PYDIR" && mkdir -p "$PYDIR"
 tag=$(python3 -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
-for whl in .whl/gdn_serve-*.whl .whl/protobuf-*.whl .whl/grpcio-*-"$tag"-*.whl \
-           .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl; do
+for whl in .whl/gdn_serve-*.whl .whl/protobuf-*.whl .whl/grpcio-*-"$tag"-*.whl; do
   [ -f "$whl" ] && python3 -m zipfile -e "$whl" "$PYDIR"
+done
+# FLA only for the transformers speed step (its native arm): the CUDA region
+# check's bound is derived against transformers' fp32 torch core.
+FLADIR=/tmp/gdn_fla
+rm -rf "$FLADIR" && mkdir -p "$FLADIR"
+for whl in .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl; do
+  [ -f "$whl" ] && python3 -m zipfile -e "$whl" "$FLADIR"
 done
 export PYTHONPATH=$PYDIR${PYTHONPATH:+:$PYTHONPATH}
 python3 -c "import gdn_serve, grpc, torch, transformers as t; print('torch', torch.__version__,
 'transformers', t.__version__, 'grpcio', grpc.__version__)" 2>&1 | tee -a "$LOG"
-python3 -c "import fla; print('fla', fla.__version__)" 2>&1 | tail -1 | tee -a "$LOG"
+PYTHONPATH=$FLADIR:$PYTHONPATH python3 -c "import fla; print('fla', fla.__version__)" 2>&1 | tail -1 | tee -a "$LOG"
 
 if [ "$BACKEND" = cuda ] && step tests; then
   for t in $(cd "$B" && ls *_test 2>/dev/null); do
@@ -179,7 +185,7 @@ if step python && start_server py_default; then
   done
 fi
 
-if [ "$BACKEND" = cuda ] && step python && start_server py_small --layers=3 --qk_heads=2 --v_heads=4 \
+if [ "$BACKEND" = cuda ] && step check && start_server py_small --layers=3 --qk_heads=2 --v_heads=4 \
      --head_dim_k=64 --head_dim_v=64 --activation_dtype=fp32; then
   say "python cuda regions check (bitwise, errors, use_remote_gdn regions=cuda)"
   timeout 120 python3 client/python/tests/cuda_region_check.py --target "$grpc" \
@@ -198,7 +204,7 @@ else
     --activation_dtype=fp32 || ok=0
   args=(--device cpu --small --prompt 32 --steps 4 --repeats 1 --arms grpc_inline,channel_inline)
 fi
-[ $ok = 1 ] && timeout ${TF_S:-200} python3 bench/python/transformers_speed.py --target "$grpc" "${args[@]}" \
+[ $ok = 1 ] && PYTHONPATH=$FLADIR:$PYTHONPATH timeout ${TF_S:-200} python3 bench/python/transformers_speed.py --target "$grpc" "${args[@]}" \
   --json_out "$WORK/transformers_speed.json" 2>&1 | grep -v "^\[transformers\]" | tail -8 | tee -a "$LOG"
 stop_server
 
