@@ -1,11 +1,8 @@
 #include "client/forward_channel.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <vector>
@@ -34,31 +31,19 @@ absl::StatusOr<std::unique_ptr<ForwardChannel>> ForwardChannel::Open(
   std::unique_ptr<ForwardChannel> c(new ForwardChannel());
   c->channel_ = std::move(channel);
   c->name_ = name;
-  c->key_ = UniqueKey(name);
   c->spin_ = options.spin;
-  c->bytes_ =
-      channel::ChannelBytes(options.slots, options.request_capacity, options.response_capacity);
-  const int fd = shm_open(c->key_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) {
-    return absl::InternalError(absl::StrCat("shm_open ", c->key_, ": ", std::strerror(errno)));
-  }
-  const bool sized = ftruncate(fd, static_cast<off_t>(c->bytes_)) == 0;
-  void* p = sized ? mmap(nullptr, c->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
-                  : MAP_FAILED;
-  const int err = errno;
-  close(fd);
-  if (p == MAP_FAILED) {
-    shm_unlink(c->key_.c_str());
-    return absl::ResourceExhaustedError(
-        absl::StrCat("shm ", c->key_, " of ", c->bytes_, " bytes: ", std::strerror(err)));
-  }
-  c->base_ = static_cast<char*>(p);
-  c->view_ = channel::ChannelView::Initialize(c->base_, options.slots, options.request_capacity,
+  absl::StatusOr<std::unique_ptr<SharedMemoryObject>> shm = SharedMemoryObject::Create(
+      UniqueKey(name),
+      channel::ChannelBytes(options.slots, options.request_capacity, options.response_capacity));
+  if (!shm.ok()) return shm.status();
+  c->shm_ = std::move(*shm);
+  c->view_ = channel::ChannelView::Initialize(c->shm_->data(), options.slots,
+                                              options.request_capacity,
                                               options.response_capacity, getpid());
   v1::OpenChannelRequest request;
   request.set_name(name);
-  request.set_shm_key(c->key_);
-  request.set_byte_size(c->bytes_);
+  request.set_shm_key(c->shm_->key());
+  request.set_byte_size(c->shm_->size());
   v1::OpenChannelResponse response;
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
@@ -77,8 +62,6 @@ ForwardChannel::~ForwardChannel() {
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     (void)v1::GdnService::NewStub(channel_)->CloseChannel(&context, request, &response);
   }
-  if (base_ != nullptr) munmap(base_, bytes_);
-  shm_unlink(key_.c_str());
 }
 
 absl::StatusOr<RawForwardResponse> ForwardChannel::Forward(uint32_t slot,

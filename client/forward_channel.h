@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/raw_forward.h"
+#include "client/shared_memory_object.h"
 #include "proto/channel.h"
 
 namespace gdn::client {
@@ -61,9 +62,8 @@ class ForwardChannel {
   ForwardChannel() = default;
 
   std::shared_ptr<grpc::Channel> channel_;
-  std::string name_, key_;
-  char* base_ = nullptr;
-  uint64_t bytes_ = 0;
+  std::string name_;
+  std::unique_ptr<SharedMemoryObject> shm_;  // closed on the server (destructor) before it goes
   channel::ChannelView view_;
   absl::Duration spin_;
   bool opened_ = false;  // on the server

@@ -1,12 +1,9 @@
 #include "client/bench/shm_transport.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -78,25 +75,14 @@ absl::StatusOr<std::unique_ptr<ShmRegion>> ShmRegion::Create(
   std::unique_ptr<ShmRegion> r(new ShmRegion());
   r->channel_ = std::move(channel);
   r->name_ = name;
-  r->key_ = "/" + name;
-  r->bytes_ = bytes;
-  const int fd = shm_open(r->key_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) {
-    return absl::InternalError(absl::StrCat("shm_open ", r->key_, ": ", std::strerror(errno)));
-  }
-  const bool sized = ftruncate(fd, static_cast<off_t>(bytes)) == 0;
-  void* p = sized ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
-  close(fd);
-  if (p == MAP_FAILED) {
-    shm_unlink(r->key_.c_str());
-    return absl::ResourceExhaustedError(
-        absl::StrCat("shm ", r->key_, " of ", bytes, " bytes: ", std::strerror(errno)));
-  }
-  r->data_ = static_cast<char*>(p);
+  absl::StatusOr<std::unique_ptr<SharedMemoryObject>> shm =
+      SharedMemoryObject::Create("/" + name, bytes);
+  if (!shm.ok()) return shm.status();
+  r->shm_ = std::move(*shm);
   v1::RegisterRegionRequest request;
   request.set_name(name);
   request.set_kind(v1::REGION_SYSTEM);
-  request.set_key(r->key_);
+  request.set_key(r->shm_->key());
   request.set_byte_size(static_cast<int64_t>(bytes));
   if (absl::Status s = RegionTransport::Register(r->channel_, request); !s.ok()) return s;
   r->registered_ = true;
@@ -105,8 +91,6 @@ absl::StatusOr<std::unique_ptr<ShmRegion>> ShmRegion::Create(
 
 ShmRegion::~ShmRegion() {
   if (registered_) RegionTransport::Unregister(channel_, name_);
-  if (data_ != nullptr) munmap(data_, bytes_);
-  shm_unlink(key_.c_str());
 }
 
 absl::StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::Create(

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/shared_memory_object.h"
 #include "gdn/v1/gdn.grpc.pb.h"
 #include "proto/forward_wire.h"
 
@@ -69,15 +70,14 @@ class ShmRegion final : public RegionTransport::Output {
   ShmRegion& operator=(const ShmRegion&) = delete;
 
   const std::string& name() const { return name_; }
-  char* data() { return data_; }
-  size_t size() const { return bytes_; }
+  char* data() { return shm_->data(); }
+  size_t size() const { return shm_->size(); }
 
  private:
   ShmRegion() = default;
   std::shared_ptr<grpc::Channel> channel_;
-  std::string name_, key_;
-  char* data_ = nullptr;
-  size_t bytes_ = 0;
+  std::string name_;
+  std::unique_ptr<SharedMemoryObject> shm_;  // unregistered (destructor) before it goes
   bool registered_ = false;
 };
 

@@ -27,7 +27,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/stubs/logging.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/dtype_convert.h"
 #include "kernels/gating.h"
@@ -154,13 +153,6 @@ void CheckCall(const World& w, const wire::WireMessage& m, const GdnOptions& o,
 
 }  // namespace
 }  // namespace gdn::fuzz
-
-// protobuf logs every string field that is not UTF-8 to stderr: noise
-// (and time) for a fuzzer that sends such bytes on purpose.
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  google::protobuf::SetLogHandler(nullptr);
-  return 0;
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gdn;

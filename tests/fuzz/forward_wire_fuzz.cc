@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "gdn/v1/gdn.pb.h"
-#include "google/protobuf/stubs/logging.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "proto/forward_wire.h"
 #include "tests/fuzz/fuzz_check.h"
@@ -190,13 +189,6 @@ void FuzzResponse(const std::string& bytes) {
 
 }  // namespace
 }  // namespace gdn::wire
-
-// protobuf logs every string field that is not UTF-8 to stderr: noise
-// (and time) for a fuzzer that sends such bytes on purpose.
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  google::protobuf::SetLogHandler(nullptr);
-  return 0;
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);

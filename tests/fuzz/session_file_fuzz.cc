@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "gdn/v1/gdn.pb.h"
-#include "google/protobuf/stubs/logging.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "proto/session_file.h"
 #include "tests/fuzz/fuzz_check.h"
@@ -56,13 +55,6 @@ void Fuzz(const std::string& file) {
 
 }  // namespace
 }  // namespace gdn::wire
-
-// protobuf logs every string field that is not UTF-8 to stderr: noise
-// (and time) for a fuzzer that sends such bytes on purpose.
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  google::protobuf::SetLogHandler(nullptr);
-  return 0;
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);

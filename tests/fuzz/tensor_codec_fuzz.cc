@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "gdn/v1/gdn.pb.h"
-#include "google/protobuf/stubs/logging.h"
 #include "kernels/dtype_convert.h"
 #include "proto/tensor_codec.h"
 #include "tests/fuzz/fuzz_check.h"
@@ -76,13 +75,6 @@ void Fuzz(const gdn::v1::Tensor& t) {
 
 }  // namespace
 }  // namespace gdn::wire
-
-// protobuf logs every string field that is not UTF-8 to stderr: noise
-// (and time) for a fuzzer that sends such bytes on purpose.
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  google::protobuf::SetLogHandler(nullptr);
-  return 0;
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   gdn::v1::Tensor t;

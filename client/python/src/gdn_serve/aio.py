@@ -27,7 +27,7 @@ from .forward_call import SequenceTokens
 from .regions import Region
 from .retry import call_with_retry_async
 from .routing import new_session_id, routing_key
-from .session import _tokens_of, positions_from_description
+from .session import _tokens_of, commit_plan, positions_from_description
 
 __all__ = ["Client", "Session"]
 
@@ -307,15 +307,8 @@ class Session:
 
     async def commit(self, accepted: int, timeout: Optional[float] = None) -> None:
         """As gdn_serve.Session.commit: CommitDraft for every layer with a draft."""
-        by_start = {}
-        for layer, tokens in enumerate(self.drafts):
-            if tokens:
-                if not 1 <= accepted <= tokens:
-                    raise InvalidArgument("accepted %d of layer %d's draft of %d tokens"
-                                          % (accepted, layer, tokens))
-                by_start.setdefault(self.positions[layer] - tokens, []).append(layer)
-        for start, layers in sorted(by_start.items()):
-            await self.client.commit_draft(self.id, start + accepted, layers, timeout=timeout)
+        for position, layers in commit_plan(self.drafts, self.positions, accepted):
+            await self.client.commit_draft(self.id, position, layers, timeout=timeout)
             for layer in layers:
                 self.accept(layer, accepted)
 

@@ -45,6 +45,20 @@ def _tokens_of(*tensors) -> int:
     raise InvalidArgument("q, k, v: at least one must be an array (region references carry no shape)")
 
 
+def commit_plan(drafts: List[int], positions: List[int], accepted: int):
+    """CommitDraft calls that keep the first `accepted` tokens of every open
+    draft: [(position, layers)], one per draft start; InvalidArgument when a
+    draft is shorter than `accepted`."""
+    by_start = {}
+    for layer, tokens in enumerate(drafts):
+        if tokens:
+            if not 1 <= accepted <= tokens:
+                raise InvalidArgument("accepted %d of layer %d's draft of %d tokens"
+                                      % (accepted, layer, tokens))
+            by_start.setdefault(positions[layer] - tokens, []).append(layer)
+    return [(start + accepted, layers) for start, layers in sorted(by_start.items())]
+
+
 class Session:
     """A session id and its positions [num_layers]; see the module docstring."""
 
@@ -124,15 +138,8 @@ class Session:
     def commit(self, accepted: int, timeout: Optional[float] = None) -> None:
         """Commits now, without a forward (end of generation): every layer with an
         open draft keeps its first `accepted` tokens (CommitDraft)."""
-        by_start = {}
-        for layer, tokens in enumerate(self.drafts):
-            if tokens:
-                if not 1 <= accepted <= tokens:
-                    raise InvalidArgument("accepted %d of layer %d's draft of %d tokens"
-                                          % (accepted, layer, tokens))
-                by_start.setdefault(self.positions[layer] - tokens, []).append(layer)
-        for start, layers in sorted(by_start.items()):
-            self.client.commit_draft(self.id, start + accepted, layers, timeout=timeout)
+        for position, layers in commit_plan(self.drafts, self.positions, accepted):
+            self.client.commit_draft(self.id, position, layers, timeout=timeout)
             for layer in layers:
                 self.accept(layer, accepted)
 
