@@ -16,10 +16,14 @@ this host:
 
 Times are medians over --repeats runs of the whole prefill and of each decode
 step (torch.cuda.synchronize around each), after one warm-up run. Outputs
-are checked too: each remote arm is fed the native run's greedy tokens and
-its logits of every call are compared with the native ones (max relative
-error, printed; bf16 on both sides, so ~1e-2 is expected). The server needs gating direct, >= 6 layers,
-the model's shape and bf16 activations:
+are checked too: each remote arm is fed the native run's greedy tokens, and
+every arm's logits of every call (the native one's included) are compared
+with those of the model's float32 copy run by transformers' torch core on the
+same tokens (relative: max |x - ref| / max |ref|; the prefill call, the median
+and the largest over calls), and with the native arm's. --profile_steps N adds
+a cProfile of a prefill and N decode steps per arm (where a remote step's time
+goes). The server needs gating direct, >= 6 layers, the model's shape and
+bf16 activations:
 
     gdn-server --backend=cuda --layers=6 --activation_dtype=bf16 --listen=unix:/tmp/g.sock
     python3 bench/python/transformers_speed.py --target unix:/tmp/g.sock --json_out t.json
@@ -29,15 +33,22 @@ model (Hqk 2, Hv 4, K = V = 64, fp32) against a cpu server (a smoke test).
 """
 
 import argparse
+import copy
+import cProfile
+import inspect
+import io
 import json
+import pstats
 import statistics
+import sys
 import time
 
 import gdn_serve
 from gdn_serve.transformers import use_remote_gdn
 
 
-def make_model(device, small):
+def make_model(device, small, dtype=None):
+    """The random model; dtype: a torch dtype, default float32 when small else bfloat16."""
     import torch
     from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
     heads = (2, 4, 64, 64) if small else (16, 32, 128, 128)
@@ -52,37 +63,50 @@ def make_model(device, small):
         num_experts_per_tok=2, moe_intermediate_size=256, shared_expert_intermediate_size=256,
         max_position_embeddings=4096, pad_token_id=0, eos_token_id=None, bos_token_id=None)
     torch.manual_seed(0)
-    dtype = torch.float32 if small else torch.bfloat16
+    dtype = dtype or (torch.float32 if small else torch.bfloat16)
     return Qwen3NextForCausalLM(config).to(device=device, dtype=dtype).eval()
 
 
 def use_fla(model):
-    """Puts flash-linear-attention's kernels into the model's GDN layers (the
-    instance attributes transformers 4.57 .. 5.1x call), where transformers
-    did not pick them up itself; True when it did so."""
+    """Runs flash-linear-attention's kernels as the native GDN core, however the
+    installed transformers calls it: the module-level
+    `torch_chunk_gated_delta_rule` / `torch_recurrent_gated_delta_rule`
+    (transformers 5.2x: q/k with Hqk heads; FLA 0.6 takes them, GVA) or the
+    layers' instance attributes (4.57 .. 5.1x). transformers may have picked
+    FLA itself at import; patching makes it certain. Returns the name of the
+    core now used, or None when FLA is not importable (nothing changed)."""
     try:
         from fla.ops.gated_delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
-    except ImportError:
-        return False
-    done = False
+    except ImportError as e:
+        print("flash-linear-attention not importable: %s" % e, flush=True)
+        return None
+    home = sys.modules[type(model).__module__]
+    if hasattr(home, "torch_chunk_gated_delta_rule"):
+        home.torch_chunk_gated_delta_rule = chunk_gated_delta_rule
+        home.torch_recurrent_gated_delta_rule = fused_recurrent_gated_delta_rule
     for m in model.modules():
-        if type(m).__name__ == "Qwen3NextGatedDeltaNet" and hasattr(m, "chunk_gated_delta_rule"):
+        if type(m).__name__ == "Qwen3NextGatedDeltaNet" and "chunk_gated_delta_rule" in m.__dict__:
             m.chunk_gated_delta_rule = chunk_gated_delta_rule
             m.recurrent_gated_delta_rule = fused_recurrent_gated_delta_rule
-            done = True
-    return done
+    return "%s.%s" % (chunk_gated_delta_rule.__module__, chunk_gated_delta_rule.__name__)
 
 
 def core_name(model):
-    """Which GDN core the native model runs (FLA's kernels or transformers' torch code)."""
+    """The GDN core transformers' own code resolved (its wrapper keeps the torch
+    function's name even when it calls a package's kernel: see the wrapper)."""
+    home = sys.modules[type(model).__module__]
+    fn = getattr(home, "torch_chunk_gated_delta_rule", None)
     for m in model.modules():
-        if type(m).__name__ == "Qwen3NextGatedDeltaNet":
-            fn = getattr(m, "chunk_gated_delta_rule", None)
-            if fn is None:
-                import transformers.models.qwen3_next.modeling_qwen3_next as mod
-                fn = getattr(mod, "chunk_gated_delta_rule", None) or mod.torch_chunk_gated_delta_rule
-            return "%s.%s" % (getattr(fn, "__module__", "?"), getattr(fn, "__name__", "?"))
-    return "?"
+        if type(m).__name__ == "Qwen3NextGatedDeltaNet" and "chunk_gated_delta_rule" in m.__dict__:
+            fn = m.chunk_gated_delta_rule
+    if fn is None:
+        return "?"
+    inner = inspect.unwrap(fn)
+    closure = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ())
+               if callable(getattr(c, "cell_contents", None))]
+    picked = [f for f in closure if getattr(f, "__module__", "").startswith("fla")]
+    fn = picked[0] if picked else inner
+    return "%s.%s" % (getattr(fn, "__module__", "?"), getattr(fn, "__name__", "?"))
 
 
 def run(model, ids, steps, device, tokens=None):
@@ -103,7 +127,7 @@ def run(model, ids, steps, device, tokens=None):
         sync()
         prefill = time.perf_counter() - t0
         cache = out.past_key_values
-        kw = "cache" if "cache" in __import__("inspect").signature(model.forward).parameters \
+        kw = "cache" if "cache" in inspect.signature(model.forward).parameters \
             else "past_key_values"
         step_times, logits, fed = [], [out.logits.float()], []
         for i in range(steps):
@@ -133,6 +157,42 @@ def measure(model, ids, steps, repeats, device, tokens=None):
             }, logits, fed
 
 
+def rel_errors(logits, reference):
+    """Relative logits differences (max |x - r| / max |r|) per call: the prefill's
+    and the largest over all calls."""
+    errs = [float((x - r).abs().max() / r.abs().max()) for x, r in zip(logits, reference)]
+    return {"prefill": errs[0], "max": max(errs), "median": statistics.median(errs)}
+
+
+def profile(model, ids, steps, device, tokens):
+    """cProfile of one prefill and `steps` decode steps: the top functions by cumulative time."""
+    prof = cProfile.Profile()
+    prof.enable()
+    run(model, ids, steps, device, tokens)
+    prof.disable()
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(30)
+    return text.getvalue()
+
+
+def fp32_reference(model, ids, steps, device, tokens, torch_cores):
+    """The logits of the model's float32 copy fed the same tokens, run by
+    transformers' own torch core (`torch_cores`: the unwrapped functions)."""
+    import torch
+    ref = copy.deepcopy(model).to(torch.float32)
+    home = sys.modules[type(model).__module__]
+    saved = {n: getattr(home, n) for n in torch_cores}
+    try:
+        for n, fn in torch_cores.items():
+            setattr(home, n, fn)
+        _, _, logits, _ = run(ref, ids, steps, device, tokens)
+    finally:
+        for n, fn in saved.items():
+            setattr(home, n, fn)
+    del ref
+    return logits
+
+
 ARMS = {"grpc_inline": ("off", "off"), "grpc_regions": ("cuda", "off"),
         "channel_regions": ("cuda", "on"), "channel_inline": ("off", "on")}
 
@@ -150,23 +210,41 @@ def main():
     p.add_argument("--native", default="fla", choices=["fla", "transformers"],
                    help="the native arm's GDN core on cuda: FLA's kernels (when importable) "
                         "or whatever transformers picks")
+    p.add_argument("--profile_steps", type=int, default=0,
+                   help="also profile (cProfile) a prefill and this many decode steps per arm")
     p.add_argument("--json_out")
     a = p.parse_args()
     import torch
     import transformers
     model = make_model(a.device, a.small)
-    if a.device == "cuda" and a.native == "fla" and not use_fla(model):
-        print("flash-linear-attention not importable (or not patchable): the native arm runs "
-              "transformers' own core", flush=True)
+    home = sys.modules[type(model).__module__]
+    torch_cores = {n: inspect.unwrap(getattr(home, n)) for n in
+                   ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule")
+                   if hasattr(home, n)}
+    if a.device == "cuda" and a.native == "fla":
+        use_fla(model)
     ids = torch.randint(1, 1024, (a.batch, a.prompt), generator=torch.Generator().manual_seed(1))
     ids = ids.to(a.device)
     native, native_logits, tokens = measure(model, ids, a.steps, a.repeats, a.device)
+    # Every arm's logits against the float32 model on the same tokens: the
+    # rounding of each arm's own dtype, next to the arms' difference.
+    reference = fp32_reference(model, ids, a.steps, a.device, tokens, torch_cores)
+    native["logits_vs_fp32"] = rel_errors(native_logits, reference)
     results = {"batch": a.batch, "prompt": a.prompt, "decode_steps": a.steps,
                "repeats": a.repeats, "gdn_layers": 6, "device": a.device, "small": a.small,
                "torch": torch.__version__, "transformers": transformers.__version__,
-               "native_core": core_name(model), "native": native, "remote": {}}
-    print("native (%s): prefill %.2f ms, decode step %.3f ms" % (
-        results["native_core"], native["prefill_ms"], native["decode_step_ms"]), flush=True)
+               "native_core": core_name(model), "native": native, "remote": {}, "profile": {}}
+    print("native (%s): prefill %.2f ms, decode step %.3f ms, logits vs fp32 %s" % (
+        results["native_core"], native["prefill_ms"], native["decode_step_ms"],
+        native["logits_vs_fp32"]), flush=True)
+    if a.profile_steps:
+        results["profile"]["native"] = profile(model, ids, a.profile_steps, a.device, tokens)
+
+    def save():
+        if a.json_out:
+            with open(a.json_out, "w") as f:
+                json.dump(results, f, indent=2)
+
     client = gdn_serve.Client(a.target, timeout=120)
     results["server"] = "%s (%s)" % (client.info().backend, client.info().device)
     for arm in a.arms.split(","):
@@ -181,25 +259,23 @@ def main():
             continue
         try:
             r, logits, _ = measure(model, ids, a.steps, a.repeats, a.device, tokens)
+            if a.profile_steps:
+                results["profile"][arm] = profile(model, ids, a.profile_steps, a.device, tokens)
         finally:
             handle.close()
-        # The same inputs as the native run (its greedy tokens fed back):
-        # the largest relative difference of any call's logits.
-        r["logits_rel_error"] = max(float((x - n).abs().max() / n.abs().max())
-                                    for x, n in zip(logits, native_logits))
+        # The same inputs as the native run (its greedy tokens fed back).
+        r["logits_vs_native"] = rel_errors(logits, native_logits)
+        r["logits_vs_fp32"] = rel_errors(logits, reference)
         r["prefill_ratio"] = r["prefill_ms"] / native["prefill_ms"]
         r["decode_step_ratio"] = r["decode_step_ms"] / native["decode_step_ms"]
         results["remote"][arm] = r
-        print("%s: prefill %.2f ms (%.2fx), decode step %.3f ms (%.2fx), logits rel err %.2e" % (
-            arm, r["prefill_ms"], r["prefill_ratio"], r["decode_step_ms"], r["decode_step_ratio"],
-            r["logits_rel_error"]), flush=True)
-        if a.json_out:
-            with open(a.json_out, "w") as f:
-                json.dump(results, f, indent=2)
+        print("%s: prefill %.2f ms (%.2fx), decode step %.3f ms (%.2fx), logits vs native %s, "
+              "vs fp32 %s" % (arm, r["prefill_ms"], r["prefill_ratio"], r["decode_step_ms"],
+                              r["decode_step_ratio"], r["logits_vs_native"], r["logits_vs_fp32"]),
+              flush=True)
+        save()
     client.close()
-    if a.json_out:
-        with open(a.json_out, "w") as f:
-            json.dump(results, f, indent=2)
+    save()
 
 
 if __name__ == "__main__":

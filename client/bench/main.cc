@@ -50,6 +50,9 @@ ABSL_FLAG(int, fork_at_checkpoint, 0,
           "fork mode with prefix reuse: the parent prefills this many tokens past the prefix "
           "keeping a state every this many (a multiple of 64); the children fork at the last "
           "kept state within the prefix; the report estimates the time to first output saved");
+ABSL_FLAG(bool, warm_prefix, false,
+          "fork mode: each client thread prefills its parent once and keeps it for later units "
+          "(a cached shared prompt: their TTFO is fork + own prefill)");
 ABSL_FLAG(int, sessions_per_call, 1, "sessions batched into one Forward call");
 ABSL_FLAG(int, draft_tokens, 0,
           "speculative decoding: each decode step is a draft of this many tokens (2..8; 0: off)");
@@ -161,6 +164,7 @@ absl::StatusOr<BenchConfig> ConfigFromFlags() {
   c.shared_prefix_tokens = absl::GetFlag(FLAGS_shared_prefix_tokens);
   c.fork_fanout = absl::GetFlag(FLAGS_fork_fanout);
   c.fork_at_checkpoint = absl::GetFlag(FLAGS_fork_at_checkpoint);
+  c.warm_prefix = absl::GetFlag(FLAGS_warm_prefix);
   c.sessions_per_call = absl::GetFlag(FLAGS_sessions_per_call);
   c.draft_tokens = absl::GetFlag(FLAGS_draft_tokens);
   c.acceptance_rate = absl::GetFlag(FLAGS_acceptance_rate);

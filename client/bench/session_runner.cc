@@ -273,6 +273,34 @@ bool SessionRunner::RunLane(Lane& lane, Clock::time_point start, std::mt19937_64
   return ok;
 }
 
+SessionRunner::~SessionRunner() {
+  if (!warm_parent_.empty()) CloseSessions(warm_parent_);
+}
+
+std::vector<std::string> SessionRunner::PrefilledParent(const UnitPlan& plan,
+                                                        Clock::time_point start, bool* ok) {
+  std::vector<std::string> parent;
+  *ok = CreateSessions(1, &parent);
+  // --fork_at_checkpoint=N: the parent goes N tokens past the prefix,
+  // keeping a state every N; the children fork at the last one within it.
+  const int checkpoint = config_.fork_at_checkpoint;
+  if (*ok && plan.shared_prefix_tokens > 0) {
+    Lane lane;
+    lane.ids = parent;
+    lane.positions = {0};
+    lane.work = {{plan.shared_prefix_tokens + checkpoint, 0}};
+    lane.keep_interval = checkpoint;
+    const Clock::time_point t0 = Clock::now();
+    *ok = RunLane(lane, start, rng_, /*session_metrics=*/false);
+    if (*ok && checkpoint > 0) recorder_->RecordSharedPrefill(t0, Clock::now());
+  }
+  if (!*ok && !parent.empty()) {
+    CloseSessions(parent);
+    parent.clear();
+  }
+  return parent;
+}
+
 bool SessionRunner::RunUnit(const UnitPlan& plan, Clock::time_point start) {
   const int group = config_.sessions_per_call;
   recorder_->RecordSessionStarts(start, static_cast<int>(plan.sessions.size()));
@@ -286,27 +314,21 @@ bool SessionRunner::RunUnit(const UnitPlan& plan, Clock::time_point start) {
   if (!plan.fork) {
     ok = CreateSessions(static_cast<int>(plan.sessions.size()), &children);
   } else {
-    // The shared prefix: one parent prefilled over every layer, then forked.
-    std::vector<std::string> parent;
-    ok = CreateSessions(1, &parent);
-    // --fork_at_checkpoint=N: the parent goes N tokens past the prefix,
-    // keeping a state every N; the children fork at the last one within it.
-    const int checkpoint = config_.fork_at_checkpoint;
-    if (ok && plan.shared_prefix_tokens > 0) {
-      Lane lane;
-      lane.ids = parent;
-      lane.positions = {0};
-      lane.work = {{plan.shared_prefix_tokens + checkpoint, 0}};
-      lane.keep_interval = checkpoint;
-      const Clock::time_point t0 = Clock::now();
-      ok = RunLane(lane, start, rng_, /*session_metrics=*/false);
-      if (ok && checkpoint > 0) recorder_->RecordSharedPrefill(t0, Clock::now());
-    }
+    // The shared prefix: one parent prefilled over every layer (or the warm
+    // one of an earlier unit), then forked.
+    std::vector<std::string> parent = warm_parent_;
+    if (parent.empty()) parent = PrefilledParent(plan, start, &ok);
     if (ok) {
       ok = ForkSessions(parent[0], static_cast<int>(plan.sessions.size()), &children,
-                        checkpoint > 0 ? std::optional<int64_t>(fork_position) : std::nullopt);
+                        config_.fork_at_checkpoint > 0 ? std::optional<int64_t>(fork_position)
+                                                       : std::nullopt);
     }
-    if (!parent.empty()) ok = CloseSessions(parent) && ok;
+    if (ok && config_.warm_prefix) {
+      warm_parent_ = parent;
+    } else if (!parent.empty()) {
+      ok = CloseSessions(parent) && ok;
+      warm_parent_.clear();
+    }
   }
   if (ok) {
     // Lanes of `group` sessions; the first runs here, the others on threads.

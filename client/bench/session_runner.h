@@ -60,6 +60,8 @@ class SessionRunner {
   // True when every call succeeded. `start` is the sessions' start time
   // (open loop: the scheduled arrival).
   bool RunUnit(const UnitPlan& plan, Clock::time_point start);
+  // Closes the warm parent (--warm_prefix), if any.
+  ~SessionRunner();
 
  private:
   struct Lane;  // sessions driven together, one Forward per layer
@@ -76,6 +78,9 @@ class SessionRunner {
   bool ForkSessions(const std::string& parent, int n, std::vector<std::string>* ids,
                     std::optional<int64_t> at = std::nullopt);
   bool CloseSessions(const std::vector<std::string>& ids);
+  // The parent of a fork unit, prefilled (every layer) with the shared
+  // prefix, or empty (and *ok false) when that failed.
+  std::vector<std::string> PrefilledParent(const UnitPlan& plan, Clock::time_point start, bool* ok);
   bool TimeUp() const;
 
   GdnClient* const client_;
@@ -95,6 +100,9 @@ class SessionRunner {
   // The client's effective message limit, asked once (it never changes
   // while a server runs): the limit unary requests are split at.
   int64_t message_limit_ = 0;
+  // --warm_prefix: this runner's parent, kept across units (empty until the
+  // first fork unit prefilled it).
+  std::vector<std::string> warm_parent_;
 };
 
 }  // namespace gdn::client::bench

@@ -172,6 +172,9 @@ absl::Status ValidateConfig(const BenchConfig& c) {
     return bad("--fork_at_checkpoint=N needs --fork_fanout, N a positive multiple of 64 and "
                "--shared_prefix_tokens >= N");
   }
+  if (c.warm_prefix && (c.fork_fanout == 0 || c.shared_prefix_tokens == 0)) {
+    return bad("--warm_prefix needs --fork_fanout and --shared_prefix_tokens");
+  }
   if (c.shared_prefix_tokens > 0 && c.fork_fanout == 0) {
     return bad("--shared_prefix_tokens needs --fork_fanout=N (sessions forked from the prefix)");
   }

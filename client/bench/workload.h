@@ -68,6 +68,10 @@ struct BenchConfig {
   // the children fork at the last kept position within the prefix
   // (ForkSessionRequest.at_position) and prefill the rest of it themselves.
   int fork_at_checkpoint = 0;
+  // Fork mode with a warm prefix (a cached system prompt): each client
+  // thread prefills its parent once and keeps it; later units only fork it,
+  // so their sessions' time to first output is fork + their own prefill.
+  bool warm_prefix = false;
   int sessions_per_call = 1;       // sessions batched into one Forward
   // Speculative decoding (> 0, 2..8): each decode step is a draft of this
   // many tokens per session; after the first, each draft token is accepted

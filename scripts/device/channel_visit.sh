@@ -21,17 +21,25 @@
 #     bitwise CUDA IPC vs inline, error cases, use_remote_gdn(regions="cuda"));
 #  6. bench/python/transformers_speed.py: a small Qwen3-Next (6 GDN layers,
 #     Qwen3-Next's GDN shape, bf16) natively with FLA and remote (RPC inline,
-#     RPC + CUDA regions, channel + CUDA regions).
+#     RPC + CUDA regions, channel + CUDA regions), every arm's logits against
+#     the fp32 model's, and a cProfile of 4 decode steps per arm (step "tf");
+#  7. bench/python/layer_precision.py: one GDN layer of that model, torch /
+#     FLA / server against the float64 oracle (step "precision");
+#  8. bench/prefix_reuse/run.sh: TTFO with a warm / cold shared prefix
+#     against prefilling it, 36 layers (step "prefix");
+#  9. decode 256 x 1 through the channel with CUDA IPC tensors, split by the
+#     server's own metrics (request, queue, kernel), fp32 and bf16 state and
+#     --diagnostic_no_compute (step "d256").
 # BACKEND=cpu runs steps 3-6 here against cpu servers (a dry run of the
 # script; step 6 then uses the tiny model).
 # Writes under $OUT: channel_visit.log, regions.md, regions_spin0.md,
-# results.tar.gz.
+# prefix_reuse.md, results.tar.gz.
 set -u
 cd "$(dirname "$0")/../.."
 root=$PWD
 
-# Steps to run (STEPS="tests bench python check tf", all by default).
-STEPS=${STEPS:-"tests bench python check tf"}
+# Steps to run (STEPS="tests bench python check tf precision prefix d256", all by default).
+STEPS=${STEPS:-"tests bench python check tf precision prefix d256"}
 step() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 
 if [ "${1:-}" = "prepare" ]; then
@@ -198,14 +206,78 @@ if ! step tf; then
   ok=0
 elif [ "$BACKEND" = cuda ]; then
   ok=1; start_server tf --layers=6 --activation_dtype=bf16 || ok=0
-  args=(--device cuda)
+  args=(--device cuda --profile_steps 4)
 else
   ok=1; start_server tf --layers=6 --qk_heads=2 --v_heads=4 --head_dim_k=64 --head_dim_v=64 \
     --activation_dtype=fp32 || ok=0
-  args=(--device cpu --small --prompt 32 --steps 4 --repeats 1 --arms grpc_inline,channel_inline)
+  args=(--device cpu --small --prompt 32 --steps 4 --repeats 1 --arms grpc_inline,channel_inline \
+        --profile_steps 2)
 fi
 [ $ok = 1 ] && PYTHONPATH=$FLADIR:$PYTHONPATH timeout ${TF_S:-200} python3 bench/python/transformers_speed.py --target "$grpc" "${args[@]}" \
   --json_out "$WORK/transformers_speed.json" 2>&1 | grep -v "^\[transformers\]" | tail -8 | tee -a "$LOG"
+
+if step precision; then
+  say "one GDN layer against the float64 oracle"
+  if [ "$BACKEND" = cuda ]; then
+    args=(--device cuda)
+    [ -n "$server_pid" ] || start_server tf --layers=6 --activation_dtype=bf16
+  else  # the tf step's small fp32 server
+    args=(--device cpu --small --batch 2 --prompt 64)
+  fi
+  PYTHONPATH=$FLADIR:$PYTHONPATH timeout 120 python3 bench/python/layer_precision.py --target "$grpc" \
+    "${args[@]}" --json_out "$WORK/layer_precision.json" 2>&1 | grep -v "^\[transformers\]" | \
+    tail -6 | tee -a "$LOG"
+fi
+stop_server
+
+if step prefix; then
+  say "prefix reuse: TTFO warm / cold prefix vs prefilling it"
+  if [ "$BACKEND" = cuda ]; then
+    BIN_DIR=$B BACKEND=cuda LAYERS=36 SERVER_FLAGS=--device_state_budget=24GiB timeout 150 \
+      bash bench/prefix_reuse/run.sh "$WORK/prefix" > "$WORK/prefix.log" 2>&1
+  else
+    BIN_DIR=$B BACKEND=cpu LAYERS=4 P=256 X=32 D=2 F=4 DURATION_S=3 WARMUP_S=1 timeout 150 \
+      bash bench/prefix_reuse/run.sh "$WORK/prefix" > "$WORK/prefix.log" 2>&1
+  fi
+  echo "rc $?" | tee -a "$LOG"
+  cp "$WORK/prefix/summary.md" "$OUT/prefix_reuse.md" 2>/dev/null && tee -a "$LOG" < "$OUT/prefix_reuse.md"
+fi
+
+if step d256; then
+  say "decode 256 x 1 through the channel, split by the server's metrics"
+  transport=cuda_ipc
+  [ "$BACKEND" = cuda ] || transport=shm
+  for arm in fp32 bf16 no_compute; do
+    flags=(--layers=4 --metrics_listen=127.0.0.1:19464)
+    [ $arm = bf16 ] && flags+=(--state_dtype=bf16)
+    [ $arm = no_compute ] && flags+=(--diagnostic_no_compute)
+    start_server d256 "${flags[@]}" || continue
+    timeout 30 $B/gdn-bench --server="$grpc" --transport=$transport --control=channel --layers=4 \
+      --sessions=256 --sessions_per_call=256 --prefill_tokens=0 --decode_steps=1000000 \
+      --duration_s=2 --warmup_s=0.5 --progress=false --json_out="$WORK/d256_$arm.json" \
+      > "$WORK/d256_$arm.txt" 2>&1
+    python3 - "$arm" "$WORK/d256_$arm.json" <<'PYEOF' 2>&1 | tee -a "$LOG"
+import json, re, sys, urllib.request
+arm, path = sys.argv[1:]
+text = urllib.request.urlopen("http://127.0.0.1:19464/metrics", timeout=5).read().decode()
+sums = {}
+for line in text.splitlines():
+    m = re.match(r'(gdn_(?:request|queue|kernel)_duration_seconds|gdn_batch_size)_(sum|count)\{?([^}]*)\}? (\S+)', line)
+    if m:
+        key = (m.group(1), m.group(3))
+        sums.setdefault(key, {})[m.group(2)] = float(m.group(4))
+parts = []
+for (name, labels), v in sorted(sums.items()):
+    if v.get("count"):
+        scale = 1 if name == "gdn_batch_size" else 1e6
+        parts.append("%s{%s} %.1f" % (name.replace("gdn_", "").replace("_seconds", ""), labels,
+                                       scale * v["sum"] / v["count"]))
+d = json.load(open(path))["latency_ms"]["decode"]
+print("d256 %s: client P50 %.0f us P99 %.0f us (%d calls); server means (us; batch: sequences): %s"
+      % (arm, 1e3 * d["p50"], 1e3 * d["p99"], d["count"], "; ".join(parts)))
+PYEOF
+  done
+fi
 stop_server
 
 tar -czf "$OUT/results.tar.gz" -C /tmp channel_visit 2>/dev/null

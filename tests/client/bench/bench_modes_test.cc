@@ -170,6 +170,36 @@ TEST_F(BenchModesTest, ForksAtTheCheckpointOfASharedPrefix) {
   EXPECT_EQ(RunBench(bad).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// --warm_prefix: one client thread prefills its parent once and forks it in
+// every round (at the checkpoint, and at the parent's end without one); the
+// parent is closed when the run ends, so the server holds no session after.
+TEST_F(BenchModesTest, WarmPrefixPrefillsTheParentOnce) {
+  for (int checkpoint : {64, 0}) {
+    BenchConfig c = Base();
+    c.sessions = 2;
+    c.fork_fanout = 2;
+    c.shared_prefix_tokens = 100;
+    c.fork_at_checkpoint = checkpoint;
+    c.warm_prefix = true;
+    c.prefill_tokens = LengthSpec::Fixed(3);
+    c.decode_steps = LengthSpec::Fixed(1);
+    c.rounds = 3;
+    absl::StatusOr<BenchResult> r = RunBench(c);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->measured.failed_calls(), 0) << checkpoint;
+    EXPECT_EQ(r->measured.of(CallType::kFork).calls, 6) << checkpoint;
+    if (checkpoint > 0) {
+      EXPECT_EQ(r->shared_prefills, 1);
+    }
+    // parent + children creations: one parent for the whole run
+    EXPECT_EQ(r->measured.of(CallType::kCreate).calls, 1) << checkpoint;
+    EXPECT_EQ(r->measured.of(CallType::kClose).calls, 6 + 1) << checkpoint;
+  }
+  BenchConfig bad = Base();
+  bad.warm_prefix = true;
+  EXPECT_EQ(RunBench(bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(BenchModesTest, OpenLoopWithDistributionsRunsEverySession) {
   std::mt19937_64 rng(seed_);
   BenchConfig c = Base();
