@@ -23,8 +23,8 @@ batch row b is session b (created lazily, one per row); q/k go with Hqk heads
 (every G-th head when the model repeated them); positions are tracked per
 (row, layer). `initial_state is None` starts a new prompt: the sessions of the
 old one are closed and new ones created. The recurrent state returned to the
-model is a placeholder, int64 [B, 1, 1, 1] holding (prompt number, row), that
-the model only stores in its cache and hands back: a placeholder of another
+model is a placeholder, int64 [B, 1, 1, 1] on the CPU holding (prompt number,
+row), that the model only stores in its cache and hands back: a placeholder of another
 prompt or rows reordered (beam search) are refused, never silently wrong.
 The server must run gating "direct" with the model's Hqk / Hv / K / V.
 
@@ -124,6 +124,7 @@ class RemoteGdnHandle:
         self.session_ids: Optional[List[str]] = None
         self.positions: List[List[int]] = []  # [row][server layer]
         self.prompt = 0
+        self._placeholder_rows = None  # ((prompt, batch), the placeholder tensor)
         self._undo: List = []
         self.channel = None  # the ForwardChannel opened here, if any
         if channel != "off" and getattr(client, "_forward_channel", None) is None:
@@ -167,10 +168,16 @@ class RemoteGdnHandle:
         self.session_ids = [self.client.create_session(new_session_id(group)) for _ in range(batch)]
         self.positions = [[0] * len(self.modules) for _ in range(batch)]
 
-    def _placeholder(self, batch: int, device):
+    def _placeholder(self, batch: int):
+        """The placeholder of the current prompt's `batch` rows, on the CPU
+        whatever the model's device: storing it (transformers copies it into
+        its cache) and checking the one handed back never touch the GPU, so a
+        layer call adds no copy or synchronisation of the model's stream."""
         import torch
-        rows = torch.arange(batch, dtype=torch.int64) + (self.prompt << _ROW_BITS)
-        return rows.reshape(batch, 1, 1, 1).to(device)
+        if self._placeholder_rows is None or self._placeholder_rows[0] != (self.prompt, batch):
+            rows = torch.arange(batch, dtype=torch.int64) + (self.prompt << _ROW_BITS)
+            self._placeholder_rows = ((self.prompt, batch), rows.reshape(batch, 1, 1, 1))
+        return self._placeholder_rows[1]
 
     def _check_placeholder(self, state, batch: int) -> None:
         if self.session_ids is None or len(self.session_ids) != batch:
@@ -215,7 +222,7 @@ class RemoteGdnHandle:
                                     use_qk_l2norm=use_qk_l2norm_in_kernel)
         for row, position in zip(self.positions, positions):
             row[layer] = position
-        return o, (self._placeholder(batch, value.device) if output_final_state else None)
+        return o, (self._placeholder(batch) if output_final_state else None)
 
     # --- CUDA staging (regions) ------------------------------------------------
     def _staging_for(self, device):
