@@ -59,7 +59,7 @@ std::shared_ptr<grpc::Channel> MakeGdnChannel(const std::string& target,
   // subchannel pool makes that explicit.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   args.SetInt("gdn.channel_index", channel_index);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  return CreateSecureChannel(target, options.security, args);
 }
 
 GdnClient::GdnClient(const std::string& target, GdnClientOptions options)
@@ -204,16 +204,30 @@ absl::StatusOr<v1::CommitDraftResponse> GdnClient::CommitDraft(
   return response;
 }
 
-absl::StatusOr<std::vector<std::string>> GdnClient::ListSessions() {
+absl::StatusOr<v1::ListSessionsResponse> GdnClient::ListSessionsPage(
+    int32_t page_size, const std::string& page_token) {
+  v1::ListSessionsRequest request;
+  request.set_page_size(page_size);
+  request.set_page_token(page_token);
   v1::ListSessionsResponse response;
   absl::Status status = Retry("ListSessions", [&](int) {
     auto context = NewContext();
-    return FromGrpcStatus(
-        stub_->ListSessions(context.get(), v1::ListSessionsRequest(), &response));
+    return FromGrpcStatus(stub_->ListSessions(context.get(), request, &response));
   });
   if (!status.ok()) return status;
-  return std::vector<std::string>(response.session_ids().begin(),
-                                  response.session_ids().end());
+  return response;
+}
+
+absl::StatusOr<std::vector<std::string>> GdnClient::ListSessions() {
+  std::vector<std::string> ids;
+  std::string token;
+  do {
+    absl::StatusOr<v1::ListSessionsResponse> page = ListSessionsPage(0, token);
+    if (!page.ok()) return page.status();
+    ids.insert(ids.end(), page->session_ids().begin(), page->session_ids().end());
+    token = page->next_page_token();
+  } while (!token.empty());
+  return ids;
 }
 
 absl::StatusOr<v1::ForwardResponse> GdnClient::ForwardOnce(

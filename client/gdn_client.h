@@ -50,6 +50,7 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/sync_stream.h"
+#include "client/channel_security.h"
 #include "proto/grpc_transport.h"
 
 namespace gdn::client {
@@ -78,6 +79,9 @@ struct GdnClientOptions {
   // different servers. False (one server, reached directly): the header is
   // sent all the same, and nothing is refused.
   bool session_affinity = false;
+  // TLS and the bearer token (client/channel_security.h) of channels made by
+  // MakeGdnChannel and GdnClient(target, ...).
+  ChannelSecurity security;
 };
 
 // A channel to `target` ("host:port" or "unix:/path") sized for the options'
@@ -161,7 +165,13 @@ class GdnClient {
                                                       const std::vector<int32_t>& layers = {});
   // The sessions of the server this call reaches (through a proxy: one
   // server of several; ask each server directly for all of them).
+  // Every session of the caller (its tenant's when the server has tokens),
+  // in id order, following the pages.
   absl::StatusOr<std::vector<std::string>> ListSessions();
+  // One page: at most page_size ids (0: the server's default) after
+  // page_token (a previous page's next_page_token; "" for the first).
+  absl::StatusOr<v1::ListSessionsResponse> ListSessionsPage(int32_t page_size,
+                                                           const std::string& page_token);
 
   // Raw Forward, split into several calls when larger than the message size.
   absl::StatusOr<v1::ForwardResponse> Forward(const v1::ForwardRequest& request);

@@ -8,6 +8,8 @@ find_package(ZLIB REQUIRED)
 find_package(prometheus-cpp CONFIG REQUIRED)
 # The metrics port's HTTP server (server/ops/http_endpoint.cc).
 find_package(civetweb CONFIG REQUIRED)
+# Token digests (server/auth/tokens_file.cc).
+find_package(OpenSSL REQUIRED)
 if(BUILD_TESTING OR NOT DEFINED BUILD_TESTING)
   find_package(GTest CONFIG REQUIRED)
 endif()

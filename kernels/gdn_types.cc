@@ -9,7 +9,13 @@ namespace gdn {
 size_t DTypeSize(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
 
 size_t StateDTypeSize(StateDType dtype) {
-  return dtype == StateDType::kF32 ? 4 : 2;
+  switch (dtype) {
+    case StateDType::kF32: return 4;
+    case StateDType::kBF16: return 2;
+    case StateDType::kInt8:
+    case StateDType::kFP8: return 1;
+  }
+  return 4;
 }
 
 absl::string_view DTypeName(DType dtype) {
@@ -25,6 +31,16 @@ absl::string_view StateDTypeName(StateDType dtype) {
   switch (dtype) {
     case StateDType::kF32: return "fp32";
     case StateDType::kBF16: return "bf16";
+    case StateDType::kInt8: return "int8";
+    case StateDType::kFP8: return "fp8";
+  }
+  return "unknown";
+}
+
+absl::string_view StateRoundingName(StateRounding r) {
+  switch (r) {
+    case StateRounding::kNearest: return "nearest";
+    case StateRounding::kStochastic: return "stochastic";
   }
   return "unknown";
 }
@@ -48,9 +64,20 @@ bool ParseDType(absl::string_view name, DType* out) {
 }
 
 bool ParseStateDType(absl::string_view name, StateDType* out) {
-  for (StateDType d : {StateDType::kF32, StateDType::kBF16}) {
+  for (StateDType d : {StateDType::kF32, StateDType::kBF16, StateDType::kInt8,
+                       StateDType::kFP8}) {
     if (name == StateDTypeName(d)) {
       *out = d;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool ParseStateRounding(absl::string_view name, StateRounding* out) {
+  for (StateRounding r : {StateRounding::kNearest, StateRounding::kStochastic}) {
+    if (name == StateRoundingName(r)) {
+      *out = r;
       return true;
     }
   }
@@ -91,6 +118,15 @@ absl::Status ValidateOptions(const GdnOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("head_dim_v must be 64 or 128, got ", s.head_dim_v));
   }
+  const int state = static_cast<int>(options.state_dtype);
+  if (state < 0 || state > static_cast<int>(StateDType::kFP8)) {
+    return absl::InvalidArgumentError(absl::StrCat("state_dtype code ", state, " is unknown"));
+  }
+  const int rounding = static_cast<int>(options.state_rounding);
+  if (rounding < 0 || rounding > static_cast<int>(StateRounding::kStochastic)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("state_rounding code ", rounding, " is unknown"));
+  }
   if (!std::isfinite(options.scale) || options.scale < 0.0f) {
     return absl::InvalidArgumentError(absl::StrCat(
         "scale must be finite and >= 0 (0 = K^-1/2), got ", options.scale));
@@ -104,7 +140,11 @@ StatePageLayout StatePageLayout::For(const LayerShape& shape,
   layout.state_bytes = static_cast<size_t>(shape.num_v_heads) *
                        shape.head_dim_k * shape.head_dim_v *
                        StateDTypeSize(dtype);
-  layout.scales_bytes = 0;
+  layout.scales_bytes =
+      IsQuantizedState(dtype)
+          ? static_cast<size_t>(shape.num_v_heads) * (shape.head_dim_v / kStateScaleCols) *
+                sizeof(float)
+          : 0;
   const size_t raw = layout.state_bytes + layout.scales_bytes;
   layout.page_bytes = (raw + 255) / 256 * 256;
   return layout;
@@ -115,6 +155,9 @@ std::string DescribeOptions(const GdnOptions& o) {
                       " K=", o.shape.head_dim_k, " V=", o.shape.head_dim_v,
                       " input=", DTypeName(o.input_dtype),
                       " state=", StateDTypeName(o.state_dtype),
+                      IsQuantizedState(o.state_dtype)
+                          ? absl::StrCat("/", StateRoundingName(o.state_rounding))
+                          : "",
                       " gating=", GatingModeName(o.gating),
                       " l2norm=", o.l2_norm_qk ? "on" : "off",
                       " scale=", o.effective_scale());

@@ -9,7 +9,8 @@
 #   scripts/fuzz.sh [--time=SECONDS] [TARGET...]
 #     --time / GDN_FUZZ_TIME  seconds per target (default 20)
 #     TARGET                  forward_wire tensor_codec session_file
-#                             channel_attach forward_request_reader (default: all)
+#                             channel_attach forward_request_reader import_chunks
+#                             (default: all)
 #     GDN_FUZZ_SEED           libFuzzer's -seed (default: a random one); CI
 #                             fixes it, so every run tries the same inputs in
 #                             the same order (a time cap only cuts the list)
@@ -22,13 +23,14 @@ targets=()
 for arg in "$@"; do
   case "$arg" in
     --time=*) seconds="${arg#--time=}" ;;
-    -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "${BASH_SOURCE[0]}"; exit 0 ;;
     -*) echo "fuzz.sh: unknown flag $arg" >&2; exit 2 ;;
     *) targets+=("$arg") ;;
   esac
 done
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(forward_wire tensor_codec session_file channel_attach forward_request_reader)
+  targets=(forward_wire tensor_codec session_file channel_attach forward_request_reader
+    import_chunks)
 fi
 
 bash "$root/scripts/install_deps.sh"

@@ -12,6 +12,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libcivetweb-dev zlib1g-dev
+  libssl-dev  # token digests (server/auth/tokens_file.cc)
 )
 build_only=0
 [ "${1:-}" = "--build" ] && build_only=1
@@ -19,6 +20,7 @@ if [ $build_only = 0 ]; then
   packages+=(
     libgtest-dev libgmock-dev libbenchmark-dev
     curl python3-venv
+    openssl  # the TLS tests make their certificates at run time
     nginx  # tests/deploy/affinity_test.sh: the session-affinity proxy
     chromium  # tests/deploy/status_page_browser_test.sh loads the status page
     clang libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer and the sanitizers' runtimes

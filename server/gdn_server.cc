@@ -10,6 +10,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "proto/grpc_transport.h"
+#include "server/auth/listen_policy.h"
+#include "server/auth/tls_credentials.h"
 #include "server/drain_listener.h"
 #include "server/ops/status_page.h"
 #include "server/sessions/session_transfer.h"
@@ -51,8 +53,23 @@ absl::StatusOr<std::unique_ptr<GdnServer>> GdnServer::Start(
         "'"));
   }
 
+  if (absl::Status s = CheckListenPolicy(config.listen, !config.tokens_file.empty(),
+                                         config.allow_insecure_remote);
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      GrpcServerCredentials(config.grpc_tls);
+  if (!credentials.ok()) return credentials.status();
+
   std::unique_ptr<GdnServer> server(new GdnServer());
   server->config_ = config;
+  if (!config.tokens_file.empty()) {
+    absl::StatusOr<std::unique_ptr<Authenticator>> auth = Authenticator::Create(
+        config.tokens_file, {config.tenant_max_sessions, config.tenant_max_state_pages});
+    if (!auth.ok()) return auth.status();
+    server->authenticator_ = std::move(*auth);
+  }
   absl::StatusOr<std::unique_ptr<Backend>> backend =
       CreateBackend(config.backend);
   if (!backend.ok()) return backend.status();
@@ -63,6 +80,12 @@ absl::StatusOr<std::unique_ptr<GdnServer>> GdnServer::Start(
       Engine::Create(config, std::move(*backend), server->metrics_.get());
   if (!engine.ok()) return engine.status();
   server->engine_ = std::move(*engine);
+  server->metrics_->SetStateFormat(
+      StateDTypeName(config.options.state_dtype),
+      IsQuantizedState(config.options.state_dtype)
+          ? StateRoundingName(config.options.state_rounding)
+          : "-",
+      static_cast<int64_t>(server->engine_->info().layout.page_bytes));
   server->regions_ = std::make_unique<RegionRegistry>(backend_ptr);
   server->context_.regions = server->regions_.get();
   server->context_.region_access = {server->regions_.get(), backend_ptr, ""};
@@ -77,6 +100,13 @@ absl::StatusOr<std::unique_ptr<GdnServer>> GdnServer::Start(
   server->context_.layer_config =
       MakeLayerConfig(config.num_layers, config.options);
   server->context_.version = GdnVersion();
+  if (server->authenticator_ != nullptr) {
+    server->tenant_metrics_ = std::make_unique<TenantMetrics>(*server->metrics_->registry());
+    server->context_.authenticator = server->authenticator_.get();
+    server->context_.tenant_metrics = server->tenant_metrics_.get();
+    server->tenant_gauges_ = std::make_unique<TenantGaugeRefresher>(
+        server->engine_.get(), server->tenant_metrics_.get(), kTenantGaugePeriod);
+  }
   if (!config.snapshot_dir.empty()) {
     absl::StatusOr<std::unique_ptr<SessionSnapshotDir>> snapshots =
         SessionSnapshotDir::Open(config.snapshot_dir,
@@ -104,15 +134,18 @@ absl::StatusOr<std::unique_ptr<GdnServer>> GdnServer::Start(
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int bound_port = 0;
-  if (!config.snapshot_dir.empty() && !unix_socket) {
+  // The drain listener hands gRPC plaintext connections only
+  // (grpc::AddInsecureChannelFromFd); with TLS gRPC listens itself, and a
+  // drain then relies on gRPC's own shutdown (drain_listener.h says what
+  // that costs behind a keep-alive proxy).
+  if (!config.snapshot_dir.empty() && !unix_socket && !config.grpc_tls.enabled()) {
     absl::StatusOr<std::unique_ptr<DrainListener>> listener =
         DrainListener::Bind(grpc_host, requested_grpc_port);
     if (!listener.ok()) return listener.status();
     server->drain_listener_ = std::move(*listener);
     bound_port = server->drain_listener_->port();
   } else {
-    builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(),
-                             &bound_port);
+    builder.AddListeningPort(config.listen, *credentials, &bound_port);
   }
   wire::TransportOptions transport;
   transport.max_message_bytes = config.max_message_bytes;
@@ -180,12 +213,22 @@ void GdnServer::Shutdown() {
     // them), cancels what is left at the deadline.
     server_->Shutdown(absl::ToChronoTime(absl::Now() + config_.drain_timeout));
   }
+  if (tenant_gauges_ != nullptr) tenant_gauges_->Stop();  // before the engine
   // Channels stop taking requests (answering those posted UNAVAILABLE);
   // calls they handed on complete in the engine.
   if (channels_ != nullptr) channels_->StopAll();
   if (engine_ != nullptr) engine_->Stop();
   if (metrics_endpoint_ != nullptr) metrics_endpoint_->Stop();
   if (server_ != nullptr) server_->Wait();
+}
+
+absl::Status GdnServer::ReloadTokens() {
+  if (authenticator_ == nullptr) {
+    return absl::FailedPreconditionError("no --tokens_file to reload");
+  }
+  absl::Status s = authenticator_->Reload();
+  if (tenant_metrics_ != nullptr) tenant_metrics_->CountReload(s.ok());
+  return s;
 }
 
 void GdnServer::DrainToSnapshotDir() {

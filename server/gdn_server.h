@@ -13,6 +13,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/auth/authenticator.h"
+#include "server/auth/tenant_gauge_refresher.h"
+#include "server/auth/tenant_metrics.h"
 #include "server/sessions/drain_gate.h"
 #include "server/engine/engine.h"
 #include "server/regions/region_registry.h"
@@ -33,6 +36,9 @@ const char* GdnVersion();
 // Non-zero so that a supervisor or an operator's script sees the loss that
 // the log line alone would hide.
 inline constexpr int kExitSessionsLost = 3;
+
+// How often the per-tenant gauges (gdn_tenant_sessions, ...) are refreshed.
+inline constexpr absl::Duration kTenantGaugePeriod = absl::Seconds(2);
 
 // "HOST:PORT" -> host and port ("[::1]:50051" keeps its brackets).
 bool SplitHostPort(const std::string& address, std::string* host, int* port);
@@ -80,6 +86,13 @@ class GdnServer {
   // gdn-server exits non-zero for them (kExitSessionsLost).
   int sessions_lost() const { return drain_report_.failed; }
 
+  // --tokens_file: reads it again (SIGHUP in gdn-server). Calls that start
+  // afterwards see the new tokens; on error the old ones stay in force.
+  // FailedPrecondition without a tokens file. Any thread.
+  absl::Status ReloadTokens();
+  // Null without --tokens_file.
+  const Authenticator* authenticator() const { return authenticator_.get(); }
+
   // The server's metrics; still readable after Shutdown, when the metrics
   // port is closed.
   const ServerMetrics& metrics() const { return *metrics_; }
@@ -90,6 +103,8 @@ class GdnServer {
 
   ServerConfig config_;
   std::unique_ptr<ServerMetrics> metrics_;
+  std::unique_ptr<Authenticator> authenticator_;  // --tokens_file only
+  std::unique_ptr<TenantMetrics> tenant_metrics_;  // --tokens_file only
   std::unique_ptr<SessionSnapshotDir> snapshot_dir_;  // --snapshot_dir only
   std::unique_ptr<DrainGate> drain_gate_;             // --snapshot_dir only
   SnapshotDrainReport drain_report_;
@@ -97,6 +112,7 @@ class GdnServer {
   // After engine_: released first (its regions unmap through the backend).
   std::unique_ptr<RegionRegistry> regions_;
   std::unique_ptr<ChannelRegistry> channels_;
+  std::unique_ptr<TenantGaugeRefresher> tenant_gauges_;  // --tokens_file only
   ServiceContext context_;
   std::unique_ptr<GdnServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;

@@ -4,7 +4,9 @@
 //   gdn-server listening grpc=HOST:PORT metrics=HOST:PORT
 // with the ports actually bound, and serves until SIGTERM / SIGINT, when it
 // drains (stops accepting, finishes in-flight calls, with --snapshot_dir
-// writes every session there) and exits.
+// writes every session there) and exits. SIGHUP re-reads --tokens_file
+// (logging "gdn-server: tokens reloaded: N token(s), M tenant(s)" or why
+// the old tokens stay).
 //
 // Exit status: 0 drained cleanly; 1 could not start; 2 bad flags;
 // 3 (kExitSessionsLost) the drain could not write some sessions to
@@ -51,6 +53,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   std::cerr << "gdn-server " << gdn::GdnVersion() << " configuration:\n"
@@ -71,7 +74,16 @@ int main(int argc, char** argv) {
             << " metrics=" << (*server)->metrics_address() << std::endl;
 
   int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    absl::Status reloaded = (*server)->ReloadTokens();
+    if (reloaded.ok()) {
+      auto table = (*server)->authenticator()->table();
+      std::cerr << "gdn-server: tokens reloaded: " << table->num_tokens() << " token(s), "
+                << table->TenantNames().size() << " tenant(s)" << std::endl;
+    } else {
+      std::cerr << "gdn-server: SIGHUP: " << reloaded.message() << std::endl;
+    }
+  }
   std::cerr << "gdn-server: signal " << signal_number << ", draining"
             << std::endl;
   (*server)->Shutdown();

@@ -128,6 +128,17 @@ std::vector<std::string> PagedStateCache::ListSessions() const {
   return sessions_.Ids();
 }
 
+StateCache::LayerFacts PagedStateCache::Facts(const std::string& id, int32_t layer) const {
+  LayerFacts facts;
+  const SessionRecord* session = sessions_.Find(id);
+  facts.session_exists = session != nullptr;
+  if (session != nullptr && layer >= 0 && layer < config_.num_layers) {
+    facts.position = session->layers[layer].position;
+    facts.open_draft_tokens = session->layers[layer].draft_tokens;
+  }
+  return facts;
+}
+
 absl::StatusOr<int64_t> PagedStateCache::Position(const std::string& id,
                                                   int32_t layer) const {
   const SessionRecord* session = sessions_.Find(id);

@@ -47,6 +47,7 @@ class PagedStateCache final : public StateCache {
   std::vector<std::string> ListSessions() const override;
   absl::StatusOr<int64_t> Position(const std::string& session,
                                    int32_t layer) const override;
+  LayerFacts Facts(const std::string& session, int32_t layer) const override;
 
   absl::StatusOr<WriteLease> AcquireForWrite(const std::string& session,
                                              int32_t layer) override;

@@ -147,6 +147,15 @@ class StateCache {
   // Position of (session, layer); NotFound / OutOfRange for bad ids.
   virtual absl::StatusOr<int64_t> Position(const std::string& session,
                                            int32_t layer) const = 0;
+  // What admission reads of (session, layer), in one lookup: whether the
+  // session exists, and (when it does and the layer is in range) the
+  // layer's position and open draft tokens (else 0).
+  struct LayerFacts {
+    bool session_exists = false;
+    int64_t position = 0;
+    int32_t open_draft_tokens = 0;
+  };
+  virtual LayerFacts Facts(const std::string& session, int32_t layer) const = 0;
 
   // Writes. AcquireForWrite may spill other idle pages to the host tier and
   // restore this state from it; it fails with ResourceExhausted (nothing

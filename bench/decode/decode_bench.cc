@@ -1,8 +1,11 @@
 // Decode kernel benchmark: time per call, achieved GB/s and % of the
 // device-to-device copy bandwidth measured in the same run, over batch sizes,
 // Hv 32 / 64 (Hqk 16, K = V = 128, bf16 activations, direct gating, L2 norm
-// on), fp32 and bf16 state, every block-shape variant (deep: the three-stage
-// persistent ring), auto and deep also with programmatic dependent launch
+// on), fp32, bf16, int8 and fp8 state (--states=...; int8 / fp8 pages carry
+// fp32 scales, counted in the bytes moved; stores round to nearest, the
+// server's default), every block-shape variant compiled for the state
+// dtype (deep: the three-stage persistent ring; int8 / fp8: small,
+// persistent, deep), auto and deep also with programmatic dependent launch
 // ("+pdl": each launch's prologue overlaps the previous launch of the graph).
 //
 // Method (shared/DEVICE.md): each timed unit is a CUDA graph of M decode
@@ -12,12 +15,14 @@
 // pages and activations are random, never zeros.
 //
 //   decode_bench --json=out.json --md=out.md [--commit=sha] [--quick]
+//                [--states=fp32,bf16,int8,fp8] [--hv=32,64] [--rounding=nearest|stochastic]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <random>
@@ -29,13 +34,19 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/recurrent_params.h"
 #include "kernels/dtype_convert.h"
 #include "kernels/gdn_types.h"
+#include "kernels/state_page_codec.h"
 
 namespace gdn::bench {
 namespace {
+
+std::vector<std::string> SplitList(const std::string& list, char sep) {
+  return absl::StrSplit(list, sep);
+}
 
 constexpr size_t kL2Bytes = 60u << 20;
 constexpr size_t kRotationBytes = 4 * kL2Bytes;  // bytes touched per rotation cycle, at least
@@ -84,6 +95,23 @@ absl::Status FillRandom(void* dst, size_t bytes, bool bf16, std::mt19937_64& rng
   return absl::OkStatus();
 }
 
+// int8 / fp8 pools: one valid page (random state ~0.1, codes and scales)
+// repeated over every page.
+absl::Status FillQuantizedPages(void* dst, const GdnOptions& options, size_t page_bytes,
+                                size_t pages, std::mt19937_64& rng) {
+  const StatePageFormat format = StatePageFormat::For(options);
+  std::vector<float> state(format.elements());
+  std::normal_distribution<float> normal(0.0f, 0.1f);
+  for (float& x : state) x = normal(rng);
+  std::vector<uint8_t> page(page_bytes, 0);
+  EncodeStatePage(format, state.data(), {}, page.data());
+  for (size_t i = 0; i < pages; ++i) {
+    GDN_CUDA_RETURN_IF_ERROR(cudaMemcpy(static_cast<char*>(dst) + i * page_bytes, page.data(),
+                                        page_bytes, cudaMemcpyHostToDevice));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<double> MeasureCopyBandwidth(cudaStream_t stream) {
   const size_t bytes = size_t{2} << 30;
   void *a = nullptr, *b = nullptr;
@@ -116,7 +144,8 @@ absl::Status RunCase(const GdnOptions& options, int batch, double copy_gbps, cud
                      std::mt19937_64& rng, std::vector<Record>* records) {
   const LayerShape& s = options.shape;
   const StatePageLayout layout = StatePageLayout::For(s, options.state_dtype);
-  const size_t state_bytes_per_call = 2 * layout.state_bytes * batch;  // read + write
+  // Read + write of the bytes actually moved (codes and scales for int8 / fp8).
+  const size_t state_bytes_per_call = 2 * (layout.state_bytes + layout.scales_bytes) * batch;
   const int rotations =
       std::max<int>(2, static_cast<int>((kRotationBytes + layout.page_bytes * batch - 1) /
                                         (layout.page_bytes * batch)));
@@ -141,7 +170,13 @@ absl::Status RunCase(const GdnOptions& options, int batch, double copy_gbps, cud
   GDN_CUDA_RETURN_IF_ERROR(cudaMalloc(&cu, (batch + 1) * sizeof(int32_t)));
   GDN_CUDA_RETURN_IF_ERROR(cudaMalloc(&pages, size_t(rotations) * batch * sizeof(int32_t)));
   const bool bf16_state = options.state_dtype == StateDType::kBF16;
-  if (absl::Status st = FillRandom(pool, pool_bytes, bf16_state, rng); !st.ok()) return st;
+  const bool quant_state = IsQuantizedState(options.state_dtype);
+  if (absl::Status st = quant_state ? FillQuantizedPages(pool, options, layout.page_bytes,
+                                                         size_t(batch) * rotations, rng)
+                                    : FillRandom(pool, pool_bytes, bf16_state, rng);
+      !st.ok()) {
+    return st;
+  }
   if (absl::Status st = FillRandom(q, qk_bytes, true, rng); !st.ok()) return st;
   if (absl::Status st = FillRandom(k, qk_bytes, true, rng); !st.ok()) return st;
   if (absl::Status st = FillRandom(v, vo_bytes, true, rng); !st.ok()) return st;
@@ -176,6 +211,10 @@ absl::Status RunCase(const GdnOptions& options, int batch, double copy_gbps, cud
       {cuda::RecurrentVariant::kPersistentDeep, true}};
   for (auto [variant, pdl] : kCases) {
     if (variant == cuda::RecurrentVariant::kWide && s.head_dim_v < 128 && bf16_state) continue;
+    if (quant_state && (variant == cuda::RecurrentVariant::kLarge ||
+                        variant == cuda::RecurrentVariant::kWide)) {
+      continue;  // not compiled for int8 / fp8 (recurrent_instances.h)
+    }
     cuda::RecurrentParams p;
     p.q = q;
     p.k = k;
@@ -194,6 +233,7 @@ absl::Status RunCase(const GdnOptions& options, int batch, double copy_gbps, cud
     p.scale = options.effective_scale();
     p.fused_gating = false;
     p.l2_norm_qk = options.l2_norm_qk;
+    p.stochastic_rounding = options.state_rounding == StateRounding::kStochastic;
 
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
@@ -264,6 +304,24 @@ int Main(int argc, char** argv) {
   const std::string md_path = Flag(argc, argv, "md", "decode_bench.md");
   const std::string commit = Flag(argc, argv, "commit", "unknown");
   const bool quick = HasFlag(argc, argv, "quick");
+  std::vector<StateDType> states;
+  for (const std::string& name : SplitList(Flag(argc, argv, "states", "fp32,bf16,int8,fp8"), ',')) {
+    StateDType st;
+    if (!ParseStateDType(name, &st)) {
+      std::fprintf(stderr, "--states: unknown state dtype '%s'\n", name.c_str());
+      return 1;
+    }
+    states.push_back(st);
+  }
+  StateRounding rounding = StateRounding::kNearest;
+  if (!ParseStateRounding(Flag(argc, argv, "rounding", "nearest"), &rounding)) {
+    std::fprintf(stderr, "--rounding: nearest or stochastic\n");
+    return 1;
+  }
+  std::vector<int> hvs;
+  for (const std::string& hv : SplitList(Flag(argc, argv, "hv", "32,64"), ',')) {
+    hvs.push_back(std::atoi(hv.c_str()));
+  }
   cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
     std::fprintf(stderr, "no CUDA device\n");
@@ -283,12 +341,13 @@ int Main(int argc, char** argv) {
   std::vector<Record> records;
   const std::vector<int> batches =
       quick ? std::vector<int>{1, 64} : std::vector<int>{1, 8, 32, 64, 128, 256, 512, 1024};
-  for (int hv : {32, 64}) {
-    for (StateDType st : {StateDType::kF32, StateDType::kBF16}) {
+  for (int hv : hvs) {
+    for (StateDType st : states) {
       GdnOptions options;
       options.shape = {16, hv, 128, 128};
       options.input_dtype = DType::kBF16;
       options.state_dtype = st;
+      options.state_rounding = rounding;
       options.gating = GatingMode::kDirect;
       options.l2_norm_qk = true;
       for (int batch : batches) {
@@ -370,7 +429,7 @@ int Main(int argc, char** argv) {
                "\n| Hv | batch | best fp32 us (variant) | best bf16 us (variant) | bf16 %% copy | "
                "bf16 / fp32 throughput | best bf16 incl. pdl us (variant) |\n"
                "| --- | --- | --- | --- | --- | --- | --- |\n");
-  for (int hv : {32, 64}) {
+  for (int hv : hvs) {
     for (int batch : batches) {
       const Record* f = best(hv, "fp32", batch, false);
       const Record* b = best(hv, "bf16", batch, false);
@@ -380,6 +439,25 @@ int Main(int argc, char** argv) {
                    batch, f->us_per_call, f->variant.c_str(), b->us_per_call,
                    b->variant.c_str(), b->pct_copy, f->us_per_call / b->us_per_call,
                    bp->us_per_call, bp->variant.c_str());
+    }
+  }
+  // Issue 19's targets: int8 / fp8 pages >= 85% of copy counting the bytes
+  // moved (codes + scales) and >= 3x the fp32 throughput at batch >= 128
+  // (best plain variant of each).
+  std::fprintf(md,
+               "\n| Hv | batch | best fp32 us | best int8 us (variant) | int8 %% copy | int8 / "
+               "fp32 | best fp8 us (variant) | fp8 %% copy | fp8 / fp32 |\n"
+               "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  for (int hv : hvs) {
+    for (int batch : batches) {
+      const Record* f = best(hv, "fp32", batch, false);
+      const Record* i8 = best(hv, "int8", batch, false);
+      const Record* f8 = best(hv, "fp8", batch, false);
+      if (f == nullptr || i8 == nullptr || f8 == nullptr) continue;
+      std::fprintf(md, "| %d | %d | %.2f | %.2f (%s) | %.1f | %.2fx | %.2f (%s) | %.1f | %.2fx |\n",
+                   hv, batch, f->us_per_call, i8->us_per_call, i8->variant.c_str(), i8->pct_copy,
+                   f->us_per_call / i8->us_per_call, f8->us_per_call, f8->variant.c_str(),
+                   f8->pct_copy, f->us_per_call / f8->us_per_call);
     }
   }
   std::fclose(md);

@@ -114,7 +114,7 @@ void ScaleActivations(const GdnOptions& o, float factor, oracle::Inputs* in) {
   }
   for (auto& state : in->initial_states) {
     for (float& e : state) e *= factor;
-    testing::RoundThroughState(o.state_dtype, &state);
+    testing::RoundThroughState(o, &state);
   }
 }
 

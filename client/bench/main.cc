@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -22,6 +23,7 @@
 #include "client/bench/sweep.h"
 #include "client/bench/workload.h"
 #include "client/grpc_status.h"
+#include "client/security_flags.h"
 #include "proto/grpc_transport.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "gdn-server address HOST:PORT");
@@ -132,6 +134,9 @@ absl::StatusOr<BenchConfig> ConfigFromFlags() {
   BenchConfig c;
   c.server = absl::GetFlag(FLAGS_server);
   c.metrics = absl::GetFlag(FLAGS_metrics);
+  absl::StatusOr<gdn::client::ChannelSecurity> security = gdn::client::ChannelSecurityFromFlags();
+  if (!security.ok()) return security.status();
+  c.security = std::move(*security);
   const std::string mode = absl::GetFlag(FLAGS_mode);
   if (mode != "closed" && mode != "open") {
     return absl::InvalidArgumentError(absl::StrCat("--mode must be closed or open, got '", mode, "'"));

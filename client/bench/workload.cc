@@ -253,6 +253,7 @@ absl::StatusOr<BenchResult> RunBench(const BenchConfig& config) {
   };
   options.max_message_bytes = c.max_message_bytes;
   options.transport = c.transport;
+  options.security = c.security;
   std::string metrics_before;
   if (!c.metrics.empty()) {
     absl::StatusOr<std::string> m = HttpGet(c.metrics, "/metrics");

@@ -34,6 +34,7 @@
 #include "client/bench/server_metrics.h"
 #include "client/bench/stability.h"
 #include "client/bench/trace.h"
+#include "client/channel_security.h"
 #include "gdn/v1/gdn.pb.h"
 #include "proto/grpc_transport.h"
 
@@ -44,6 +45,8 @@ enum class LoopMode { kClosed, kOpen };
 struct BenchConfig {
   std::string server = "127.0.0.1:50051";
   std::string metrics;  // HOST:PORT of the server's /metrics; empty: not scraped
+  // TLS and bearer token of the gRPC channels (--tls*, --token_file).
+  ChannelSecurity security;
 
   LoopMode mode = LoopMode::kClosed;
   int sessions = 8;           // closed loop: concurrent sessions

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -19,6 +20,7 @@
 #include "absl/time/time.h"
 #include "client/cli/cli_commands.h"
 #include "client/gdn_client.h"
+#include "client/security_flags.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "gdn-server address HOST:PORT");
 ABSL_FLAG(double, deadline_s, 120, "per-call deadline in seconds");
@@ -138,6 +140,13 @@ int main(int argc, char** argv) {
   gdn::client::GdnClientOptions options;
   options.deadline = absl::Seconds(deadline_s);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  absl::StatusOr<gdn::client::ChannelSecurity> security =
+      gdn::client::ChannelSecurityFromFlags();
+  if (!security.ok()) {
+    std::cerr << "gdn-cli: " << security.status().message() << "\n";
+    return kExitUsage;
+  }
+  options.security = std::move(*security);
   gdn::client::GdnClient client(absl::GetFlag(FLAGS_server), options);
 
   namespace cli = gdn::client::cli;

@@ -40,7 +40,7 @@ absl::Status ToOptions(const gdn_capi_config* c, GdnOptions* options) {
   if (c->input_dtype < 0 || c->input_dtype > 2) {
     return absl::InvalidArgumentError(absl::StrCat("input_dtype code ", c->input_dtype));
   }
-  if (c->state_dtype < 0 || c->state_dtype > 1) {
+  if (c->state_dtype < 0 || c->state_dtype > 3) {
     return absl::InvalidArgumentError(absl::StrCat("state_dtype code ", c->state_dtype));
   }
   if (c->gating < 0 || c->gating > 1) {

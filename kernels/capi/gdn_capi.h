@@ -56,7 +56,7 @@ typedef struct gdn_capi_config {
   int32_t head_dim_k;   /* K: 64 or 128 */
   int32_t head_dim_v;   /* V: 64 or 128 */
   int32_t input_dtype;  /* 0 fp32, 1 bf16, 2 fp16 */
-  int32_t state_dtype;  /* 0 fp32, 1 bf16 */
+  int32_t state_dtype;  /* 0 fp32, 1 bf16, 2 int8, 3 fp8 (round to nearest) */
   int32_t gating;       /* 0 direct, 1 fused */
   int32_t l2_norm_qk;   /* 0 or 1 */
   float scale;          /* 0: K^-1/2 */

@@ -11,7 +11,7 @@ class Config(ctypes.Structure):
     _fields_ = [("num_qk_heads", ctypes.c_int32), ("num_v_heads", ctypes.c_int32),
                 ("head_dim_k", ctypes.c_int32), ("head_dim_v", ctypes.c_int32),
                 ("input_dtype", ctypes.c_int32),  # 0 fp32, 1 bf16, 2 fp16
-                ("state_dtype", ctypes.c_int32),  # 0 fp32, 1 bf16
+                ("state_dtype", ctypes.c_int32),  # 0 fp32, 1 bf16, 2 int8, 3 fp8
                 ("gating", ctypes.c_int32),       # 0 direct, 1 fused
                 ("l2_norm_qk", ctypes.c_int32),
                 ("scale", ctypes.c_float)]        # 0: K^-1/2

@@ -7,6 +7,8 @@
 
 #include "kernels/dtype_convert.h"
 #include "kernels/gating.h"
+#include "kernels/state_page_codec.h"
+#include "kernels/state_quant.h"
 
 namespace gdn::cpu {
 namespace {
@@ -16,6 +18,34 @@ constexpr int kMaxDim = 128;  // largest K and V
 // before the slabs run them; also the o rows written back together.
 constexpr int kBlock = 16;
 static_assert(kCheckpointTokens % kBlock == 0, "checkpoints end token blocks");
+static_assert(kColumnTile % kStateScaleCols == 0, "slabs hold whole scale groups");
+
+// int8 / fp8 pages, scalar (state_page_codec.h): a slab [K][16] per 16
+// columns, columns [v0, v1) of head `head`.
+void LoadQuantizedSlabs(const GdnOptions& options, const void* page, int head, int v0, int v1,
+                        float* slabs) {
+  const StatePageFormat format = StatePageFormat::For(options);
+  for (int j0 = v0; j0 < v1; j0 += kColumnTile) {
+    DecodeStateColumns(format, page, head, j0, kColumnTile,
+                       slabs + (j0 - v0) * options.shape.head_dim_k, kColumnTile);
+  }
+}
+void StoreQuantizedSlabs(const GdnOptions& options, const float* slabs, int head, int v0, int v1,
+                         uint32_t salt, void* page) {
+  const StatePageFormat format = StatePageFormat::For(options);
+  for (int j0 = v0; j0 < v1; j0 += kColumnTile) {
+    EncodeStateColumns(format, head, j0, kColumnTile,
+                       slabs + (j0 - v0) * options.shape.head_dim_k, kColumnTile, salt, page);
+  }
+}
+
+// The stochastic-rounding salt of a state stored after token t, at head h
+// (state_quant.h RoundingSalt: the raw gates of that token).
+uint32_t StoreSalt(const GdnOptions& options, const GdnParams& p, int64_t t, int h) {
+  const size_t at = static_cast<size_t>(t) * options.shape.num_v_heads + h;
+  return options.gating == GatingMode::kDirect ? quant::RoundingSalt(p.g[at], p.beta[at])
+                                               : quant::RoundingSalt(p.a[at], p.b[at]);
+}
 
 #if defined(__x86_64__)
 namespace avx2 {

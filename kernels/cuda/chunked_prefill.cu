@@ -232,6 +232,7 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
   args.l2_norm_qk = options.l2_norm_qk;
   args.io_dtype = options.input_dtype;
   args.state_dtype = options.state_dtype;
+  args.stochastic_rounding = options.state_rounding == StateRounding::kStochastic;
   args.solve_variant = solve_variant_;
   args.w = reinterpret_cast<uint16_t*>(ws + layout.w);
   args.u = reinterpret_cast<uint16_t*>(ws + layout.u);

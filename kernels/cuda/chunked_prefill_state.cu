@@ -32,7 +32,9 @@ template <int K, int V, int VT, int WC, bool kFused, typename Op>
 cudaError_t LaunchChainFor(const GdnOptions& options, const ChunkArgs& args,
                            cudaStream_t stream) {
   constexpr int kBytes = ChainSmem<K, VT, kFused>::kBytes;
-  constexpr int kMaxBytes = kBytes > kSoloChainBytes ? kBytes : kSoloChainBytes;
+  constexpr int kQuantBytes = ChainSmem<K, VT, kFused>::kQuantBytes;
+  constexpr int kMaxBytes =
+      (kBytes > kSoloChainBytes ? kBytes : kSoloChainBytes) + kQuantBytes;
   static const cudaError_t attr =
       cudaFuncSetAttribute(StateChainKernel<K, V, VT, WC, kFused, Op>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxBytes);
@@ -40,7 +42,9 @@ cudaError_t LaunchChainFor(const GdnOptions& options, const ChunkArgs& args,
   const int64_t blocks = static_cast<int64_t>(args.num_seqs) * args.num_v_heads * (V / VT);
   // Split form with one wave of chain blocks: one per SM, alone.
   static const int sms = MultiprocessorCount();
-  const int bytes = !kFused && blocks <= sms ? kMaxBytes : kBytes;
+  // int8 / fp8 pages: the chain's max |x| exchange after the tiles.
+  const int quant_bytes = IsQuantizedState(args.state_dtype) ? kQuantBytes : 0;
+  const int bytes = (!kFused && blocks <= sms ? kMaxBytes - kQuantBytes : kBytes) + quant_bytes;
   StateChainKernel<K, V, VT, WC, kFused, Op>
       <<<static_cast<unsigned>(blocks), kChainThreadsFor<VT, WC, kFused>, bytes, stream>>>(args);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;

@@ -75,8 +75,15 @@ absl::Status CudaBackend::Activate() const {
 absl::Status CudaBackend::Supports(const GdnOptions& options) const {
   // The recurrent kernels cover everything ValidateOptions accepts: K and V
   // of 64 / 128, fp32 / bf16 / fp16 inputs, fp32 / bf16 state, both gating
-  // modes, L2 norm on or off, any Hv multiple of Hqk.
-  return ValidateOptions(options);
+  // modes, L2 norm on or off, any Hv multiple of Hqk; int8 / fp8 states with
+  // bf16 or fp32 inputs (recurrent_instances_q8_*.cu).
+  if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
+  if (IsQuantizedState(options.state_dtype) && options.input_dtype == DType::kF16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda backend: ", StateDTypeName(options.state_dtype),
+        " states take bf16 or fp32 activations (fp16 is not compiled)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CudaBackend::Decode(const GdnOptions& options, const GdnParams& params) {

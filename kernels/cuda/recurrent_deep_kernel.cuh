@@ -26,9 +26,20 @@
 
 namespace gdn::cuda {
 
+// The ring of tiles, then for int8 / fp8 kStages scale slots of kVTile /
+// kStateScaleCols floats (recurrent_quant.cuh).
 template <typename Shape, int kStages>
 inline constexpr size_t kDeepTileSmemBytes =
-    size_t{kStages} * Shape::kRowsPerThread * Shape::kThreads * sizeof(uint4);
+    size_t{kStages} * Shape::kRowsPerThread * Shape::kThreads * sizeof(uint4) +
+    (kQuantState<typename Shape::StateT>
+         ? size_t{kStages} * Shape::kVTile / kStateScaleCols * sizeof(float)
+         : 0u);
+
+template <typename Shape, int kStages>
+__device__ __forceinline__ float* DeepScaleSlot(uint4* ring, int stage) {
+  return reinterpret_cast<float*>(ring + kStages * Shape::kRowsPerThread * Shape::kThreads) +
+         stage * (Shape::kVTile / kStateScaleCols);
+}
 
 // 16-byte global -> shared copy that bypasses L1 (the state is streamed).
 __device__ __forceinline__ void CopyRowAsync(uint4* smem_dst, const void* global_src) {
@@ -53,6 +64,7 @@ __device__ __forceinline__ void PrefetchDeepTile(const RecurrentParams& p, int i
     CopyRowAsync(ring + (stage * Shape::kRowsPerThread + r) * Shape::kThreads + threadIdx.x,
                  src + (int64_t)r * Shape::kRowGroups * Shape::kV);
   }
+  PrefetchScales<Shape>(p, it, DeepScaleSlot<Shape, kStages>(ring, stage));
 }
 
 template <typename Shape, int kStages>
@@ -99,7 +111,14 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
                                   : make_uint4(0, 0, 0, 0);
       UnpackState<StateT, Shape::kCols>(raw, s[r]);
     }
-    __syncthreads();  // staged tokens visible
+    __syncthreads();  // staged tokens (and an int8 / fp8 tile's scales) visible
+    if constexpr (kQuantState<StateT>) {
+      const int col_group = threadIdx.x % Shape::kThreadsPerRow;
+      if (has_state) {
+        ApplyScales(s, DeepScaleSlot<Shape, kStages>(ring, stage) +
+                           col_group * (Shape::kCols / kStateScaleCols));
+      }
+    }
     RunItemTokens<Shape>(p, smem, cur, s, buffer);
     item += stride;
     if (item >= num_items) break;

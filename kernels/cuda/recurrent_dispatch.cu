@@ -3,6 +3,7 @@
 // compiled instance (recurrent_instances_<dtype>.cu). Everything else about
 // the family's host side lives here too.
 #include <cstdint>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/recurrent_instances.h"
@@ -24,9 +25,35 @@ bool Aligned16(const void* ptr) {
   return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0;
 }
 
+// int8 / fp8 pages: the three compiled variants (recurrent_instances.h).
+template <typename InT, typename StateT, int kK, int kV>
+absl::Status DispatchQuantVariant(const RecurrentParams& params, cudaStream_t stream,
+                                  RecurrentVariant variant) {
+  using Shapes = QuantVariantShapes;
+  switch (variant) {
+    case RecurrentVariant::kSmall:
+      return LaunchRecurrentShape<kK, kV, Shapes::kSmallTile, Shapes::kSmallThreads,
+                                  Shapes::kSmallMinBlocks, 0, InT, StateT>(params, stream);
+    case RecurrentVariant::kPersistent:
+      return LaunchRecurrentShape<kK, kV, Shapes::kPersistentTile, Shapes::kPersistentThreads,
+                                  Shapes::kPersistentMinBlocks, 2, InT, StateT>(params, stream);
+    case RecurrentVariant::kPersistentDeep:
+      return LaunchRecurrentShape<kK, kV, Shapes::kDeepTile, Shapes::kDeepThreads,
+                                  Shapes::kDeepMinBlocks, 3, InT, StateT>(params, stream);
+    default:
+      break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "recurrent kernel: variant ", RecurrentVariantName(variant),
+      " is not compiled for int8 / fp8 states (small, persistent, deep are)"));
+}
+
 template <typename InT, typename StateT, int kK, int kV>
 absl::Status DispatchVariant(const RecurrentParams& params, cudaStream_t stream,
                              RecurrentVariant variant) {
+  if constexpr (std::is_same_v<StateT, QInt8> || std::is_same_v<StateT, QFp8>) {
+    return DispatchQuantVariant<InT, StateT, kK, kV>(params, stream, variant);
+  } else {
   using Shapes = RecurrentVariantShapes<StateT>;
   switch (variant) {
     case RecurrentVariant::kSmall:
@@ -52,6 +79,7 @@ absl::Status DispatchVariant(const RecurrentParams& params, cudaStream_t stream,
       break;
   }
   return absl::InvalidArgumentError("recurrent kernel: unresolved variant");
+  }
 }
 
 template <typename InT, typename StateT>
@@ -75,6 +103,17 @@ absl::Status DispatchState(const GdnOptions& options, const RecurrentParams& par
       return DispatchHeadDims<InT, float>(options, params, stream, variant);
     case StateDType::kBF16:
       return DispatchHeadDims<InT, __nv_bfloat16>(options, params, stream, variant);
+    case StateDType::kInt8:
+    case StateDType::kFP8:
+      if constexpr (std::is_same_v<InT, __half>) {
+        return absl::InvalidArgumentError(
+            "recurrent kernel: fp16 inputs with int8 / fp8 states are not compiled (use bf16 "
+            "or fp32 activations)");
+      } else if (options.state_dtype == StateDType::kInt8) {
+        return DispatchHeadDims<InT, QInt8>(options, params, stream, variant);
+      } else {
+        return DispatchHeadDims<InT, QFp8>(options, params, stream, variant);
+      }
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "recurrent kernel: unsupported state dtype ", static_cast<int>(options.state_dtype)));
@@ -134,6 +173,7 @@ RecurrentParams MakeRecurrentParams(const GdnOptions& options, const GdnParams& 
   p.scale = options.effective_scale();
   p.fused_gating = options.gating == GatingMode::kFused;
   p.l2_norm_qk = options.l2_norm_qk;
+  p.stochastic_rounding = options.state_rounding == StateRounding::kStochastic;
   return p;
 }
 

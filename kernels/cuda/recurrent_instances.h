@@ -16,6 +16,15 @@
 
 namespace gdn::cuda {
 
+// One-byte state elements: the code of an int8 / fp8 (e4m3) page
+// (recurrent_quant.cuh reads and writes them with their scales).
+struct QInt8 {
+  int8_t code;
+};
+struct QFp8 {
+  uint8_t code;
+};
+
 // Launches the instance for these compile-time sizes; a combination the
 // kernel cannot tile (V tile wider than V) is InvalidArgument.
 // kStages selects the kernel: 0 the one-block-per-item kernel
@@ -54,6 +63,22 @@ struct RecurrentVariantShapes<__nv_bfloat16> {
                        kPersistentMinBlocks = 1;
 };
 
+// int8 / fp8: 16 columns per thread. Only kSmall (latency-bound grids) and
+// the two persistent kernels are compiled (recurrent_dispatch.cu refuses the
+// others): large grids are what the compressed pages are for. The
+// persistent shapes ask for 3 resident blocks (<= 170 registers; uncapped,
+// the quantising store took them to 174 - 189, i.e. 2 blocks and 16 warps
+// per SM): unmeasured on the device yet, bench/decode decides.
+struct QuantVariantShapes {
+  static constexpr int kSmallTile = 32, kSmallThreads = 128, kSmallMinBlocks = 1;
+  static constexpr int kPersistentTile = 64, kPersistentThreads = 128, kPersistentMinBlocks = 3;
+  static constexpr int kDeepTile = 64, kDeepThreads = 128, kDeepMinBlocks = 3;
+};
+template <>
+struct RecurrentVariantShapes<QInt8> : QuantVariantShapes {};
+template <>
+struct RecurrentVariantShapes<QFp8> : QuantVariantShapes {};
+
 }  // namespace gdn::cuda
 
 // X(K, V, VTile, Threads, InT, StateT) for every instance of one input dtype.
@@ -86,6 +111,22 @@ struct RecurrentVariantShapes<__nv_bfloat16> {
 #define GDN_RECURRENT_INSTANCES_FOR_INPUT(X, InT) \
   GDN_RECURRENT_STATE(X, InT, float)              \
   GDN_RECURRENT_STATE(X, InT, __nv_bfloat16)
+
+// The int8 / fp8 instances of one input dtype (bf16 and fp32 inputs only:
+// recurrent_instances_q8_<input>.cu).
+#define GDN_RECURRENT_QUANT_STATE(X, InT, StateT)                                   \
+  GDN_RECURRENT_KV(X, InT, StateT, ::gdn::cuda::QuantVariantShapes::kSmallTile,     \
+                   ::gdn::cuda::QuantVariantShapes::kSmallThreads,                  \
+                   ::gdn::cuda::QuantVariantShapes::kSmallMinBlocks, 0)             \
+  GDN_RECURRENT_KV(X, InT, StateT, ::gdn::cuda::QuantVariantShapes::kPersistentTile, \
+                   ::gdn::cuda::QuantVariantShapes::kPersistentThreads,             \
+                   ::gdn::cuda::QuantVariantShapes::kPersistentMinBlocks, 2)        \
+  GDN_RECURRENT_KV(X, InT, StateT, ::gdn::cuda::QuantVariantShapes::kDeepTile,      \
+                   ::gdn::cuda::QuantVariantShapes::kDeepThreads,                   \
+                   ::gdn::cuda::QuantVariantShapes::kDeepMinBlocks, 3)
+#define GDN_RECURRENT_QUANT_INSTANCES_FOR_INPUT(X, InT) \
+  GDN_RECURRENT_QUANT_STATE(X, InT, ::gdn::cuda::QInt8) \
+  GDN_RECURRENT_QUANT_STATE(X, InT, ::gdn::cuda::QFp8)
 
 // Used inside namespace gdn::cuda.
 #define GDN_RECURRENT_INSTANTIATE(K, V, VT, NT, MB, P, InT, StateT)              \

@@ -33,6 +33,7 @@
 #include "kernels/cuda/launch_pdl.h"
 #include "kernels/cuda/recurrent_instances.h"
 #include "kernels/cuda/recurrent_params.h"
+#include "kernels/cuda/recurrent_quant.cuh"
 #include "kernels/gating.h"
 #include "kernels/gdn_types.h"
 
@@ -186,6 +187,10 @@ struct RecurrentSmem {
   float kq[kTokensPerChunk];  // k . (scale q)
   // [buffer][warp][0: D^T k, 1: D^T q][column]
   alignas(16) float partial[2][Shape::kWarps][2][Shape::kVTile];
+  // int8 / fp8 stores (recurrent_quant.cuh): each warp's max |x| (AbsBits)
+  // per scale group of the tile; one element for the other dtypes.
+  static constexpr bool kQuant = kQuantState<typename Shape::StateT>;
+  uint32_t amax[kQuant ? Shape::kWarps : 1][kQuant ? Shape::kVTile / kStateScaleCols : 1];
 };
 
 // Stages tokens [tok0, tok0 + n) of one (sequence, head) into shared memory:
@@ -341,18 +346,134 @@ __device__ __forceinline__ void PrefetchTileL2(const RecurrentParams& p,
   }
 }
 
-// The state tile in registers (this thread's rows) into page `page`.
+// Byte offset of this thread's kCols scales in a page (int8 / fp8).
 template <typename Shape>
-__device__ __forceinline__ void StoreTile(const RecurrentParams& p, const RecurrentItem& it,
-                                          int page,
-                                          const float (&s)[Shape::kRowsPerThread][Shape::kCols]) {
+__device__ __forceinline__ int64_t ThreadScaleOffset(const RecurrentParams& p,
+                                                     const RecurrentItem& it) {
+  const int my_col = it.col0 + (threadIdx.x % Shape::kThreadsPerRow) * Shape::kCols;
+  return ScaleOffset(p.num_v_heads, Shape::kK, Shape::kV, it.head, my_col);
+}
+
+// The int8 / fp8 store of the tile in registers (recurrent_quant.cuh): a
+// block-wide max |x| per scale group, then codes and scales. Every thread
+// of the block calls it (two barriers); last_token is the token whose gates
+// salt stochastic rounding.
+template <typename Shape>
+__device__ __forceinline__ void StoreQuantTile(
+    const RecurrentParams& p, RecurrentSmem<Shape>& smem, const RecurrentItem& it, int page,
+    const float (&s)[Shape::kRowsPerThread][Shape::kCols], int64_t last_token) {
   using StateT = typename Shape::StateT;
-  StateT* dst = reinterpret_cast<StateT*>(p.pool_base + (int64_t)page * p.page_bytes) +
-                ThreadTileOffset<Shape>(it);
+  constexpr int kCols = Shape::kCols;
+  constexpr int kRows = Shape::kRowsPerThread;
+  constexpr int kGroups = kCols / kStateScaleCols;  // this thread's scale groups
+  constexpr int kThreadsPerRow = Shape::kThreadsPerRow;
+  static_assert(kCols % 4 == 0 && kCols % kStateScaleCols == 0, "whole groups, whole words");
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int col_group = threadIdx.x % kThreadsPerRow;
+  const int row_group = threadIdx.x / kThreadsPerRow;
+  uint32_t m[kGroups];
 #pragma unroll
-  for (int r = 0; r < Shape::kRowsPerThread; ++r) {
-    StoreStateRow(dst + (int64_t)r * Shape::kRowGroups * Shape::kV,
-                  PackState<StateT, Shape::kCols>(s[r]));
+  for (int g = 0; g < kGroups; ++g) {
+    m[g] = 0;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+#pragma unroll
+      for (int c = 0; c < kStateScaleCols; ++c) {
+        m[g] = max(m[g], quant::AbsBits(s[r][g * kStateScaleCols + c]));
+      }
+#pragma unroll
+    for (int offset = kThreadsPerRow; offset < 32; offset *= 2) {
+      m[g] = max(m[g], __shfl_xor_sync(0xffffffffu, m[g], offset));
+    }
+  }
+  __syncthreads();  // an earlier store's readers of smem.amax are done
+  if (lane < kThreadsPerRow) {
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g) smem.amax[warp][col_group * kGroups + g] = m[g];
+  }
+  __syncthreads();
+  float scale[kGroups], inv[kGroups];
+#pragma unroll
+  for (int g = 0; g < kGroups; ++g) {
+    uint32_t a = 0;
+#pragma unroll
+    for (int w = 0; w < Shape::kWarps; ++w) a = max(a, smem.amax[w][col_group * kGroups + g]);
+    const quant::GroupScale gs = quant::GroupScaleFor(a, kQuantMax<StateT>);
+    scale[g] = gs.scale;
+    inv[g] = gs.inv;
+  }
+  const bool stochastic = p.stochastic_rounding;
+  uint32_t salt = 0;
+  if (stochastic) {
+    const int64_t gi = last_token * p.num_v_heads + it.head;
+    salt = p.fused_gating ? quant::RoundingSalt(p.a[gi], p.b[gi])
+                          : quant::RoundingSalt(p.g[gi], p.beta[gi]);
+  }
+  char* base = p.pool_base + (int64_t)page * p.page_bytes;
+  const int my_col = it.col0 + col_group * kCols;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const int row = r * Shape::kRowGroups + row_group;
+    const int64_t at = ((int64_t)it.head * Shape::kK + row) * Shape::kV + my_col;
+    uint32_t words[kCols / 4];
+#pragma unroll
+    for (int w = 0; w < kCols / 4; ++w) words[w] = 0;
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      const uint32_t bits = stochastic ? quant::ElementBits(salt, (uint32_t)(at + c)) : 0u;
+      const uint32_t code =
+          EncodeCode<StateT>(s[r][c], inv[c / kStateScaleCols], stochastic, bits);
+      words[c / 4] |= code << (8 * (c % 4));
+    }
+    static_assert(kCols == 16, "one 16-byte vector of codes per row");
+    StoreStateRow(base + at, make_uint4(words[0], words[1], words[2], words[3]));
+  }
+  if (row_group == 0) {
+    uint4* dst = reinterpret_cast<uint4*>(base + ThreadScaleOffset<Shape>(p, it));
+#pragma unroll
+    for (int i = 0; i < kGroups / 4; ++i) {
+      dst[i] = make_uint4(__float_as_uint(scale[4 * i]), __float_as_uint(scale[4 * i + 1]),
+                          __float_as_uint(scale[4 * i + 2]), __float_as_uint(scale[4 * i + 3]));
+    }
+  }
+}
+
+// The state tile in registers (this thread's rows) into page `page`;
+// last_token: the last token the state has seen (int8 / fp8 rounding salt).
+template <typename Shape>
+__device__ __forceinline__ void StoreTile(const RecurrentParams& p, RecurrentSmem<Shape>& smem,
+                                          const RecurrentItem& it, int page,
+                                          const float (&s)[Shape::kRowsPerThread][Shape::kCols],
+                                          int64_t last_token) {
+  using StateT = typename Shape::StateT;
+  if constexpr (kQuantState<StateT>) {
+    StoreQuantTile<Shape>(p, smem, it, page, s, last_token);
+  } else {
+    StateT* dst = reinterpret_cast<StateT*>(p.pool_base + (int64_t)page * p.page_bytes) +
+                  ThreadTileOffset<Shape>(it);
+#pragma unroll
+    for (int r = 0; r < Shape::kRowsPerThread; ++r) {
+      StoreStateRow(dst + (int64_t)r * Shape::kRowGroups * Shape::kV,
+                    PackState<StateT, Shape::kCols>(s[r]));
+    }
+  }
+}
+
+// Row group 0 copies the tile's scales into the slot (int8 / fp8 only);
+// the block barrier after the tile's wait makes them visible to all.
+template <typename Shape>
+__device__ __forceinline__ void PrefetchScales(const RecurrentParams& p, const RecurrentItem& it,
+                                               float* slot) {
+  if constexpr (kQuantState<typename Shape::StateT>) {
+    const int col_group = threadIdx.x % Shape::kThreadsPerRow;
+    if (threadIdx.x / Shape::kThreadsPerRow != 0) return;
+    const char* src = p.pool_base + (int64_t)it.initial_page * p.page_bytes +
+                      ThreadScaleOffset<Shape>(p, it);
+    constexpr int kGroups = Shape::kCols / kStateScaleCols;
+#pragma unroll
+    for (int i = 0; i < kGroups / 4; ++i) {
+      CopyScalesAsync(slot + col_group * kGroups + 4 * i, src + 16 * i);
+    }
   }
 }
 
@@ -464,7 +585,7 @@ __device__ __forceinline__ void RunItemTokens(const RecurrentParams& p,
           done / p.checkpoint_interval <= it.checkpoint_count) {
         const int id =
             p.checkpoint_pages[it.seq * p.checkpoints_per_seq + done / p.checkpoint_interval - 1];
-        if (id != kZeroStatePage) StoreTile<Shape>(p, it, id, s);
+        if (id != kZeroStatePage) StoreTile<Shape>(p, smem, it, id, s, chunk_start + t - 1);
       }
     }
     chunk_start += n;
@@ -476,7 +597,7 @@ __device__ __forceinline__ void RunItemTokens(const RecurrentParams& p,
     }
   }
 
-  if (it.pages_ok) StoreTile<Shape>(p, it, it.final_page, s);
+  if (it.pages_ok) StoreTile<Shape>(p, smem, it, it.final_page, s, it.eos - 1);
 }
 
 // One block per item: load the tile (registers), stage the tokens, run.
@@ -504,12 +625,17 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
   // Issue the state loads first: they are the bulk of the bytes, and the
   // token staging below (without PDL) overlaps with them.
   uint4 raw[kRows];
-  if (it.initial_page >= 0 && it.pages_ok) {
-    const StateT* src = reinterpret_cast<const StateT*>(
-        p.pool_base + (int64_t)it.initial_page * p.page_bytes) + ThreadTileOffset<Shape>(it);
+  const bool has_state = it.initial_page >= 0 && it.pages_ok;
+  [[maybe_unused]] ThreadScales<kQuantState<StateT> ? Shape::kCols : 8> scales;
+  if (has_state) {
+    const char* page = p.pool_base + (int64_t)it.initial_page * p.page_bytes;
+    const StateT* src = reinterpret_cast<const StateT*>(page) + ThreadTileOffset<Shape>(it);
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       raw[r] = LoadStateRow(src + (int64_t)r * Shape::kRowGroups * Shape::kV);
+    }
+    if constexpr (kQuantState<StateT>) {
+      LoadThreadScales(page, ThreadScaleOffset<Shape>(p, it), scales);
     }
   } else {
 #pragma unroll
@@ -522,6 +648,9 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
   float s[kRows][Shape::kCols];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) UnpackState<StateT, Shape::kCols>(raw[r], s[r]);
+  if constexpr (kQuantState<StateT>) {
+    if (has_state) ApplyScales(s, scales.s);
+  }
   __syncthreads();
   int buffer = 0;
   RunItemTokens<Shape>(p, smem, it, s, buffer);

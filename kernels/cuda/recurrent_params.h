@@ -53,6 +53,9 @@ struct RecurrentParams {
   float scale = 0.0f;        // applied to q (after the L2 norm)
   bool fused_gating = false;
   bool l2_norm_qk = false;
+  // int8 / fp8 pages: stochastic rounding of stores (GdnOptions::
+  // state_rounding; kernels/state_quant.h), else round to nearest.
+  bool stochastic_rounding = false;
   // Programmatic dependent launch (LaunchRecurrent's `pdl`): the kernel was
   // launched with cudaLaunchAttributeProgrammaticStreamSerialization, so it
   // may start while the previous kernel on the stream still runs. It reads
@@ -63,11 +66,13 @@ struct RecurrentParams {
 
 // Block shapes. One block owns one (sequence, value head, V tile) and all K
 // rows of that tile, so batch 1 at Hv = 32 still spreads over most of the 132
-// SMs. Per state dtype (each thread moves 16-byte vectors: 4 fp32 or 8 bf16
-// state columns per row):
+// SMs. Per state dtype (each thread moves 16-byte vectors: 4 fp32, 8 bf16 or
+// 16 int8 / fp8 state columns per row):
 //   state fp32: kSmall V tile 16 / 64 threads, kLarge 32 / 128, kWide 64 / 256
 //               (wide capped at 64 registers for 4 resident blocks)
 //   state bf16: kSmall V tile 32 / 128 threads, kLarge 64 / 128, kWide 128 / 256
+//   state int8 / fp8: kSmall 32 / 128, kPersistent and kPersistentDeep 64 /
+//               128 only (kLarge, kWide: not compiled, InvalidArgument)
 // kPersistent: the large shape as a persistent grid that streams the next
 // item's tile into shared memory (cp.async) while computing the current one.
 // kPersistentDeep: the persistent grid with a three-stage cp.async ring

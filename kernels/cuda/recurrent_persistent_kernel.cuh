@@ -21,9 +21,20 @@
 
 namespace gdn::cuda {
 
+// Two tile buffers, then for int8 / fp8 two scale slots of the tile's
+// kVTile / kStateScaleCols floats (recurrent_quant.cuh).
 template <typename Shape>
 inline constexpr size_t kPersistentTileSmemBytes =
-    2u * Shape::kRowsPerThread * Shape::kThreads * sizeof(uint4);
+    2u * Shape::kRowsPerThread * Shape::kThreads * sizeof(uint4) +
+    (kQuantState<typename Shape::StateT> ? 2u * Shape::kVTile / kStateScaleCols * sizeof(float)
+                                         : 0u);
+
+// The scale slot of `stage` (int8 / fp8), after the two tile buffers.
+template <typename Shape>
+__device__ __forceinline__ float* ScaleSlot(uint4* buffers, int stage) {
+  return reinterpret_cast<float*>(buffers + 2 * Shape::kRowsPerThread * Shape::kThreads) +
+         stage * (Shape::kVTile / kStateScaleCols);
+}
 
 // Issues the cp.async copies of this thread's rows of `it`'s initial tile
 // into buffer `stage` (nothing for a zero or unusable initial page).
@@ -40,6 +51,7 @@ __device__ __forceinline__ void PrefetchTile(const RecurrentParams& p, const Rec
     __pipeline_memcpy_async(slot, src + (int64_t)r * Shape::kRowGroups * Shape::kV,
                             sizeof(uint4));
   }
+  PrefetchScales<Shape>(p, it, ScaleSlot<Shape>(buffers, stage));
 }
 
 template <typename Shape>
@@ -80,7 +92,14 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
                             : make_uint4(0, 0, 0, 0);
       UnpackState<StateT, Shape::kCols>(raw, s[r]);
     }
-    __syncthreads();  // staged tokens visible
+    __syncthreads();  // staged tokens (and an int8 / fp8 tile's scales) visible
+    if constexpr (kQuantState<StateT>) {
+      const int col_group = threadIdx.x % Shape::kThreadsPerRow;
+      if (has_state) {
+        ApplyScales(s, ScaleSlot<Shape>(tile_buffers, stage) +
+                           col_group * (Shape::kCols / kStateScaleCols));
+      }
+    }
     RunItemTokens<Shape>(p, smem, cur, s, buffer);
     if (!has_next) break;
     cur = next;

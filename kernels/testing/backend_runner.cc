@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/dtype_convert.h"
+#include "kernels/state_page_codec.h"
 
 namespace gdn::testing {
 namespace {
@@ -157,14 +158,12 @@ absl::StatusOr<std::unique_ptr<StagedCall>> StagedCall::Create(
     const auto& state = in.initial_states[i];
     call->initial_pages_.push_back(state.empty() ? kZeroStatePage : own);
     call->final_pages_.push_back(i % 2 == 0 ? own : own + 1);
-    uint8_t* page = pool.data() + layout.page_bytes * own;
-    for (size_t e = 0; e < state.size(); ++e) {
-      if (options.state_dtype == StateDType::kF32) {
-        std::memcpy(page + 4 * e, &state[e], 4);
-      } else {
-        const uint16_t h = FloatToBf16(state[e]);
-        std::memcpy(page + 2 * e, &h, 2);
-      }
+    // Staged with round to nearest: a state already rounded through the
+    // dtype (RoundThroughState) is stored back as the same values.
+    if (!state.empty()) {
+      StatePageFormat format = StatePageFormat::For(options);
+      format.rounding = StateRounding::kNearest;
+      EncodeStatePage(format, state.data(), {}, pool.data() + layout.page_bytes * own);
     }
   }
   if (!(ptr = call->Upload(pool.data(), pool.size())).ok()) return ptr.status();
@@ -296,16 +295,8 @@ absl::StatusOr<BackendOutputs> StagedCall::Fetch() {
       return absl::InvalidArgumentError(absl::StrCat("page ", page, " out of range"));
     }
     std::vector<float> state(state_size);
-    const uint8_t* src = pool->data() + page * page_bytes;
-    for (size_t e = 0; e < state_size; ++e) {
-      if (options_.state_dtype == StateDType::kF32) {
-        std::memcpy(&state[e], src + 4 * e, 4);
-      } else {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * e, 2);
-        state[e] = Bf16ToFloat(h);
-      }
-    }
+    DecodeStatePage(StatePageFormat::For(options_), pool->data() + page * page_bytes,
+                    state.data());
     return state;
   };
   for (int32_t page : final_pages_) {

@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <cmath>
 #include <random>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/dtype_convert.h"
+#include "kernels/state_page_codec.h"
 
 namespace gdn::testing {
 namespace {
@@ -192,9 +196,20 @@ const char* GateProfileName(GateProfile profile) {
 }
 
 void RoundThroughState(StateDType dtype, std::vector<float>* values) {
+  if (IsQuantizedState(dtype)) {
+    std::fprintf(stderr, "RoundThroughState(%s): needs the shape (the GdnOptions overload)\n",
+                 std::string(StateDTypeName(dtype)).c_str());
+    std::abort();
+  }
   if (dtype == StateDType::kBF16) {
     for (float& v : *values) v = Bf16ToFloat(FloatToBf16(v));
   }
+}
+
+void RoundThroughState(const GdnOptions& options, std::vector<float>* state) {
+  StatePageFormat format = StatePageFormat::For(options);
+  format.rounding = StateRounding::kNearest;
+  RoundTripState(format, {}, state);
 }
 
 std::vector<float> ToFloat(const std::vector<double>& values) {
@@ -370,7 +385,7 @@ oracle::Inputs MakeRandomInputs(const GdnOptions& options,
                  }
                });
     for (auto& state : in.initial_states) {
-      RoundThroughState(options.state_dtype, &state);
+      RoundThroughState(options, &state);
     }
   }
   return in;

@@ -81,7 +81,13 @@ absl::StatusOr<ErrorStats> CompareCheckpointStates(
     const std::vector<std::vector<std::vector<double>>>& want);
 
 // Rounds values through the state dtype (what storing a state page does).
+// fp32 / bf16 only (aborts for int8 / fp8, whose round trip needs the shape:
+// use the overload below).
 void RoundThroughState(StateDType dtype, std::vector<float>* values);
+// A state [Hv, K, V] through a page of options.state_dtype, any dtype; int8 /
+// fp8 round to nearest (how tests stage initial states: storing the result
+// again gives back the same values, to fp32 rounding of the scales).
+void RoundThroughState(const GdnOptions& options, std::vector<float>* state);
 
 // The fp32 view of a float64 vector (for feeding one call's oracle final
 // states into the next call as initial states).

@@ -28,8 +28,9 @@
 #  8. bench/prefix_reuse/run.sh: TTFO with a warm / cold shared prefix
 #     against prefilling it, 36 layers (step "prefix");
 #  9. decode 256 x 1 through the channel with CUDA IPC tensors, split by the
-#     server's own metrics (request, queue, kernel), fp32 and bf16 state and
-#     --diagnostic_no_compute (step "d256").
+#     server's own metrics (request, queue, kernel), per state dtype and
+#     --diagnostic_no_compute (step "d256"; D256_ARMS, default "fp32 bf16
+#     no_compute").
 # BACKEND=cpu runs steps 3-6 here against cpu servers (a dry run of the
 # script; step 6 then uses the tiny model).
 # Writes under $OUT: channel_visit.log, regions.md, regions_spin0.md,
@@ -247,10 +248,9 @@ if step d256; then
   say "decode 256 x 1 through the channel, split by the server's metrics"
   transport=cuda_ipc
   [ "$BACKEND" = cuda ] || transport=shm
-  for arm in fp32 bf16 no_compute; do
+  for arm in ${D256_ARMS:-fp32 bf16 no_compute}; do  # a state dtype, or no_compute
     flags=(--layers=4 --metrics_listen=127.0.0.1:19464)
-    [ $arm = bf16 ] && flags+=(--state_dtype=bf16)
-    [ $arm = no_compute ] && flags+=(--diagnostic_no_compute)
+    if [ $arm = no_compute ]; then flags+=(--diagnostic_no_compute); else flags+=(--state_dtype=$arm); fi
     start_server d256 "${flags[@]}" || continue
     timeout 30 $B/gdn-bench --server="$grpc" --transport=$transport --control=channel --layers=4 \
       --sessions=256 --sessions_per_call=256 --prefill_tokens=0 --decode_steps=1000000 \

@@ -6,10 +6,15 @@
 BUNDLE=$PWD/.bundle
 if [ -f .bundle/pack.tar.xz ]; then
   BUNDLE=/tmp/gdn_bundle
-  mkdir -p "$BUNDLE"
-  [ -x "$BUNDLE/bin/gdn-server" ] || python3 -c \
-    "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
-    .bundle/pack.tar.xz "$BUNDLE"
+  # A warm machine may hold an earlier visit's unpacked bundle: unpacked
+  # again unless it came from this very pack.
+  sum=$(md5sum < .bundle/pack.tar.xz)
+  if [ "$(cat "$BUNDLE/PACK_MD5" 2>/dev/null)" != "$sum" ]; then
+    rm -rf "$BUNDLE" && mkdir -p "$BUNDLE"
+    python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
+      .bundle/pack.tar.xz "$BUNDLE"
+    echo "$sum" > "$BUNDLE/PACK_MD5"
+  fi
   rm -rf .bundle/bin .bundle/lib
   ln -s "$BUNDLE/bin" .bundle/bin
   ln -s "$BUNDLE/lib" .bundle/lib

@@ -24,7 +24,6 @@ constexpr absl::Duration kGaugeInterval = absl::Seconds(1);
 // While a batch is in flight the engine polls for it this long before it
 // sleeps (a decode batch is done in tens of microseconds: a wake-up would
 // cost more); after that the lane's completion notification wakes it.
-constexpr absl::Duration kSpinPoll = absl::Microseconds(50);
 // Responses up to this many bytes are finished on the engine thread itself
 // when the completion threads are idle: encoding one is a few header bytes
 // (o is sent in place), and the hop to another thread would cost more.
@@ -159,12 +158,13 @@ void Engine::SubmitForward(std::unique_ptr<ForwardCall> call) {
   lock.unlock();
   waiting_.push_back(std::move(call));
   // Until nothing moves. A batch left on the device is waited for here too,
-  // for up to kSpinPoll (a decode batch is back sooner than the engine
+  // for up to config_.lane_spin (a decode batch is back sooner than the engine
   // thread would wake); a longer one, or other calls arriving, go to the
   // engine thread.
   while (true) {
     const bool progressed = Step(absl::Now(), /*stopping=*/false);
-    if (AnyLaneBusy() ? !SpinForLanes(absl::Now() + kSpinPoll) || has_incoming_ : !progressed) {
+    if (AnyLaneBusy() ? !SpinForLanes(absl::Now() + config_.lane_spin) || has_incoming_
+                      : !progressed) {
       break;
     }
   }
@@ -287,7 +287,7 @@ bool Engine::AnyLaneDone() {
 
 bool Engine::SpinForLanes(absl::Time until) {
   if (!AnyLaneBusy()) return false;
-  const absl::Time spin_until = std::min(until, absl::Now() + kSpinPoll);
+  const absl::Time spin_until = std::min(until, absl::Now() + config_.lane_spin);
   while (absl::Now() < spin_until) {
     if (has_incoming_ || AnyLaneDone()) return true;
     std::this_thread::yield();

@@ -144,8 +144,8 @@ class Engine {
   bool Step(absl::Time now, bool stopping);
   bool NothingPending() const;  // no call, command or batch anywhere
   bool AnyLaneDone();
-  // Polls busy lanes for up to kSpinPoll (a decode batch is done sooner than
-  // a wake-up would take); true when one is done or work arrived.
+  // Polls busy lanes for up to config_.lane_spin (a decode batch is done
+  // sooner than a wake-up would take); true when one is done or work arrived.
   bool SpinForLanes(absl::Time until);
   void TakeIncoming();
   void RunCommands();

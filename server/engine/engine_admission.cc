@@ -34,14 +34,17 @@ absl::Status Engine::RestoreMissingSessions(const ForwardCall& call) {
 }
 
 void Engine::AdmitWaiting(absl::Time now) {
-  auto key_state = [this](int32_t layer) {
-    return [this, layer](const std::string& session) {
+  // One cache lookup per sequence; `open_drafts` notes whether any session
+  // has an open draft (only then does AcceptDrafts look again).
+  auto key_state = [this](int32_t layer, bool* open_drafts) {
+    return [this, layer, open_drafts](const std::string& session) {
       KeyState state;
-      state.session_exists = cache_->HasSession(session);
+      const StateCache::LayerFacts facts = cache_->Facts(session, layer);
+      state.session_exists = facts.session_exists;
       if (!state.session_exists) return state;
-      absl::StatusOr<int64_t> position = cache_->Position(session, layer);
-      state.stored_position = position.ok() ? *position : 0;
-      state.open_draft_tokens = cache_->OpenDraftTokens(session, layer);
+      state.stored_position = facts.position;
+      state.open_draft_tokens = facts.open_draft_tokens;
+      *open_drafts |= facts.open_draft_tokens > 0;
       const int32_t slot = slots_.Find(StateKey(session, layer));
       if (slot >= 0) {
         state.busy = true;
@@ -76,9 +79,10 @@ void Engine::AdmitWaiting(absl::Time now) {
       continue;
     }
     if (failure.ok() && restorer_) failure = RestoreMissingSessions(call);
+    bool open_drafts = false;
     if (failure.ok()) {
       const AdmissionDecision decision =
-          DecideAdmission(call.layer, call.sequences, key_state(call.layer));
+          DecideAdmission(call.layer, call.sequences, key_state(call.layer, &open_drafts));
       if (decision.action == AdmissionAction::kWait) {
         ++it;
         continue;
@@ -88,7 +92,8 @@ void Engine::AdmitWaiting(absl::Time now) {
     std::unique_ptr<ForwardCall> owned = std::move(*it);
     it = waiting_.erase(it);
     std::vector<WriteLease> leases;
-    if (failure.ok()) failure = AcceptDrafts(*owned);
+    if (failure.ok() && owned->admission_check) failure = owned->admission_check(*cache_, *owned);
+    if (failure.ok() && open_drafts) failure = AcceptDrafts(*owned);
     if (failure.ok()) failure = AcquireLeases(*owned, &leases);
     if (!failure.ok()) {
       FailWaiting(std::move(owned), std::move(failure));

@@ -21,6 +21,9 @@
 
 namespace gdn {
 
+class StateCache;
+struct ForwardCall;
+
 // One session's slice of a call: rows [row_offset, row_offset + num_tokens)
 // of the packed tensors.
 struct ForwardSequence {
@@ -104,6 +107,11 @@ struct ForwardCall {
   // (Not at commit: a state page may be written in place, so a call that
   // ran cannot be undone.) It also holds the call's region memory.
   std::function<absl::Status()> check_before_start;
+  // When set, runs on the engine thread once admission would take the call
+  // (its positions allow it), before it takes any lease; an error fails the
+  // call unapplied. Per-tenant page quotas (server/auth/tenant_quota.h).
+  std::function<absl::Status(const StateCache& cache, const ForwardCall& call)>
+      admission_check;
 
   absl::Time deadline = absl::InfiniteFuture();
   // Safe from the engine thread: whether the client has gone away.

@@ -193,6 +193,22 @@ ServerMetrics::ServerMetrics(absl::string_view version,
   }
 }
 
+void ServerMetrics::SetStateFormat(absl::string_view state_dtype, absl::string_view rounding,
+                                   int64_t page_bytes) {
+  BuildGauge()
+      .Name("gdn_state_format_info")
+      .Help("State page dtype and rounding of int8 / fp8 stores (value 1)")
+      .Register(*registry_)
+      .Add({{"state_dtype", std::string(state_dtype)}, {"rounding", std::string(rounding)}})
+      .Set(1);
+  BuildGauge()
+      .Name("gdn_state_page_bytes")
+      .Help("Bytes of one state page (one session and layer, scales included)")
+      .Register(*registry_)
+      .Add({})
+      .Set(static_cast<double>(page_bytes));
+}
+
 ServerMetrics::MethodHandles& ServerMetrics::Method(absl::string_view method) {
   auto it = methods_.find(method);
   if (it != methods_.end()) return it->second;

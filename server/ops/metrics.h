@@ -31,6 +31,8 @@
 //   gdn_snapshot_restore_failures_total        counter, snapshot files that
 //                                              could not be restored
 //   gdn_build_info{version,backend}            gauge = 1
+//   gdn_state_format_info{state_dtype,rounding} gauge = 1 (SetStateFormat)
+//   gdn_state_page_bytes                       gauge, bytes of one state page
 //
 // Handles are looked up once: phases at construction, methods on their first
 // use (then a small map under a mutex), so recording costs no label building.
@@ -77,6 +79,10 @@ class ServerMetrics {
   void UpdateDeviceMemory(const DeviceMemoryInfo& memory);
   // The engine's I/O arena (server/engine/io_arena.h); refusals is monotone.
   void UpdateIoBuffers(int64_t bytes_in_use, int64_t bytes_allocated, uint64_t refusals);
+  // The state page format, once at start-up: dtype ("fp32", "bf16", "int8",
+  // "fp8"), rounding of int8 / fp8 stores ("-" for the others) and page size.
+  void SetStateFormat(absl::string_view state_dtype, absl::string_view rounding,
+                      int64_t page_bytes);
   // --snapshot_dir (server/sessions/session_snapshot_dir.h).
   void RecordSnapshotWritten(bool ok);
   void RecordSnapshotRestored(bool ok);

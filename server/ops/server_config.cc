@@ -17,8 +17,8 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
         absl::StrCat("max_batch_tokens must be >= ", kMaxDecodeTokens,
                      ", got ", c.max_batch_tokens));
   }
-  if (c.max_queue_delay < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("max_queue_delay_us must be >= 0");
+  if (c.max_queue_delay < absl::ZeroDuration() || c.lane_spin < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("max_queue_delay_us and engine_spin_us must be >= 0");
   }
   if (c.grpc_window_bytes < 0 || c.grpc_max_frame_bytes < 0 ||
       c.grpc_max_frame_bytes > (16 << 20) - 1) {
@@ -44,6 +44,15 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
     return absl::InvalidArgumentError(absl::StrCat(
         "io_buffer_bytes must hold at least two messages (2 x max_message_bytes = ",
         2 * c.max_message_bytes, "), got ", c.io_buffer_bytes));
+  }
+  if (c.grpc_tls.cert_file.empty() != c.grpc_tls.key_file.empty() ||
+      (!c.grpc_tls.client_ca_file.empty() && c.grpc_tls.cert_file.empty())) {
+    return absl::InvalidArgumentError(
+        "--tls_cert_file and --tls_key_file go together (and --tls_client_ca_file needs both)");
+  }
+  if (c.tenant_max_sessions < 0 || c.tenant_max_state_pages < 0) {
+    return absl::InvalidArgumentError(
+        "tenant_max_sessions and tenant_max_state_pages must be >= 0");
   }
   return absl::OkStatus();
 }
@@ -83,7 +92,8 @@ std::string DescribeServerConfig(const ServerConfig& c) {
                   "\n");
   absl::StrAppend(&out, "  max_batch_tokens = ", c.max_batch_tokens, "\n");
   absl::StrAppend(&out, "  max_queue_delay = ",
-                  absl::FormatDuration(c.max_queue_delay), "\n");
+                  absl::FormatDuration(c.max_queue_delay), ", lanes polled ",
+                  absl::FormatDuration(c.lane_spin), " before sleeping\n");
   absl::StrAppend(&out, "  lanes = ", c.decode_lanes, " decode, ", c.prefill_lanes,
                   " prefill\n");
   absl::StrAppend(&out, "  completion_threads = ", c.completion_threads, "\n");
@@ -97,6 +107,20 @@ std::string DescribeServerConfig(const ServerConfig& c) {
                   absl::FormatDuration(c.drain_timeout), "\n");
   absl::StrAppend(&out, "  snapshot_dir = ",
                   c.snapshot_dir.empty() ? "(off)" : c.snapshot_dir, "\n");
+  auto tls = [](const TlsFiles& t) {
+    return t.cert_file.empty() ? std::string("off")
+                               : absl::StrCat(t.cert_file, t.client_ca_file.empty()
+                                                               ? ""
+                                                               : " (mutual, client CA ",
+                                              t.client_ca_file,
+                                              t.client_ca_file.empty() ? "" : ")");
+  };
+  absl::StrAppend(&out, "  tls = ", tls(c.grpc_tls), "\n");
+  absl::StrAppend(&out, "  tokens_file = ",
+                  c.tokens_file.empty() ? "(off: no authentication)" : c.tokens_file,
+                  c.allow_insecure_remote ? " (allow_insecure_remote)" : "", "\n");
+  absl::StrAppend(&out, "  tenant quotas = ", c.tenant_max_sessions, " sessions, ",
+                  c.tenant_max_state_pages, " state pages (0 = unlimited)\n");
   return out;
 }
 

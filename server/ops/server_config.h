@@ -15,6 +15,14 @@
 
 namespace gdn {
 
+// PEM files of a TLS endpoint.
+struct TlsFiles {
+  std::string cert_file;       // the leaf first, then its chain
+  std::string key_file;
+  std::string client_ca_file;  // CA bundle for client certificates; empty: none asked for
+  bool enabled() const { return !cert_file.empty(); }
+};
+
 struct ServerConfig {
   // gRPC: HOST:PORT (port 0 = pick one) or unix:/path (a Unix socket, for
   // clients on the same host).
@@ -37,6 +45,13 @@ struct ServerConfig {
   // as a lane is free; a lone call never waits).
   int64_t max_batch_tokens = 8192;
   absl::Duration max_queue_delay = absl::ZeroDuration();
+  // How long the engine polls a busy lane for its end before it sleeps
+  // until the stream's completion callback wakes it (a callback and a
+  // wake-up cost tens of microseconds: a decode batch of 256 sessions, 0.3
+  // ms of kernel, came back ~0.1 ms late). Polling takes a core while a
+  // batch runs (--engine_spin_us: 1000 with 8 or more hardware threads,
+  // else 50, server_flags.cc).
+  absl::Duration lane_spin = absl::Microseconds(50);
   // Pipeline lanes (backend streams, one batch in flight each): decode
   // batches and prefill chunks on lanes of their own.
   int decode_lanes = 2;
@@ -78,6 +93,21 @@ struct ServerConfig {
   // listener stops, and a call naming a session this server does not hold
   // restores it from there first. Shared by the servers of one deployment.
   std::string snapshot_dir;
+
+  // Security (README "Security"; server/auth/). TLS on the gRPC port
+  // (server/auth/tls_credentials.h): empty cert_file = plaintext;
+  // client_ca_file = mutual TLS. (The metrics port stays plain HTTP: README
+  // "Security" says why.)
+  TlsFiles grpc_tls;
+  // Bearer tokens -> tenants (server/auth/tokens_file.h), re-read on SIGHUP;
+  // empty = open (no authentication, one owner for everything).
+  std::string tokens_file;
+  // Quotas of tenants whose tokens-file lines give none (0 = unlimited).
+  int64_t tenant_max_sessions = 0;
+  int64_t tenant_max_state_pages = 0;
+  // Without tokens_file the gRPC port must be loopback or a Unix socket
+  // unless this is set (server/auth/listen_policy.h).
+  bool allow_insecure_remote = false;
 };
 
 // InvalidArgument naming the first bad field (options via ValidateOptions).

@@ -23,7 +23,12 @@ ABSL_FLAG(int32_t, head_dim_k, 128, "key head dimension K (64 or 128)");
 ABSL_FLAG(int32_t, head_dim_v, 128, "value head dimension V (64 or 128)");
 ABSL_FLAG(std::string, activation_dtype, "bf16",
           "dtype of q, k, v and o on the wire: fp32, bf16, fp16");
-ABSL_FLAG(std::string, state_dtype, "fp32", "state storage dtype: fp32, bf16");
+ABSL_FLAG(std::string, state_dtype, "fp32",
+          "state storage dtype: fp32, bf16, int8 or fp8 (e4m3; int8 / fp8 pages "
+          "carry fp32 scales, ~3.9x the sessions of fp32)");
+ABSL_FLAG(std::string, state_rounding, "nearest",
+          "how int8 / fp8 states are rounded when stored: nearest (default: the "
+          "smaller drift measured, README 'State dtypes') or stochastic");
 ABSL_FLAG(std::string, gating, "direct",
           "gating inputs: direct (g, beta) or fused (a, b, A_log, dt_bias)");
 ABSL_FLAG(bool, l2_norm_qk, true, "L2-normalise q and k inside the operator");
@@ -62,6 +67,10 @@ ABSL_FLAG(gdn::ByteSize, grpc_window_bytes, gdn::ByteSize{64 << 20},
           "default)");
 ABSL_FLAG(gdn::ByteSize, grpc_max_frame_bytes, gdn::ByteSize{1 << 20},
           "largest HTTP/2 DATA frame accepted (0: gRPC's default 16KiB)");
+ABSL_FLAG(int64_t, engine_spin_us, -1,
+          "how long the engine polls a running batch for its end before it "
+          "sleeps until the stream's callback (-1: 1000 with 8 or more "
+          "hardware threads, else 50)");
 ABSL_FLAG(int32_t, max_channels, 16,
           "same-host Forward channels open at once (OpenChannel; a thread "
           "each)");
@@ -77,6 +86,25 @@ ABSL_FLAG(std::string, snapshot_dir, "",
           "(empty = off): on SIGTERM every session is written there as "
           "<escaped id>.gdnsnap before the listener stops; a call naming a "
           "session this server does not hold restores it from there");
+
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM certificate (chain) for TLS on the gRPC port (empty: plaintext)");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "PEM CA bundle: gRPC clients must present a certificate it signed "
+          "(mutual TLS; empty: no client certificates)");
+ABSL_FLAG(std::string, tokens_file, "",
+          "bearer tokens -> tenants, one 'TENANT TOKEN [max_sessions=N] "
+          "[max_state_pages=N]' per line (README: Security); re-read on SIGHUP. "
+          "Empty: no authentication");
+ABSL_FLAG(int64_t, tenant_max_sessions, 0,
+          "sessions per tenant when its tokens-file line gives no max_sessions (0: unlimited)");
+ABSL_FLAG(int64_t, tenant_max_state_pages, 0,
+          "state pages per tenant when its tokens-file line gives no max_state_pages "
+          "(0: unlimited)");
+ABSL_FLAG(bool, allow_insecure_remote, false,
+          "serve a non-loopback --listen address without --tokens_file (only when "
+          "something in front authenticates clients)");
 
 ABSL_FLAG(bool, diagnostic_no_compute, false,
           "DIAGNOSTIC ONLY: answer Forward calls without running kernels or "
@@ -109,8 +137,14 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags() {
   if (!ParseStateDType(absl::GetFlag(FLAGS_state_dtype),
                        &c.options.state_dtype)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--state_dtype must be fp32 or bf16, got '",
+        absl::StrCat("--state_dtype must be fp32, bf16, int8 or fp8, got '",
                      absl::GetFlag(FLAGS_state_dtype), "'"));
+  }
+  if (!ParseStateRounding(absl::GetFlag(FLAGS_state_rounding),
+                          &c.options.state_rounding)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--state_rounding must be nearest or stochastic, got '",
+                     absl::GetFlag(FLAGS_state_rounding), "'"));
   }
   if (!ParseGatingMode(absl::GetFlag(FLAGS_gating), &c.options.gating)) {
     return absl::InvalidArgumentError(
@@ -125,6 +159,10 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags() {
   c.idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_idle_timeout_s));
   c.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   c.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
+  const int64_t engine_spin_us = absl::GetFlag(FLAGS_engine_spin_us);
+  c.lane_spin = absl::Microseconds(
+      engine_spin_us >= 0 ? engine_spin_us
+                          : (std::thread::hardware_concurrency() >= 8 ? 1000 : 50));
   c.grpc_window_bytes = static_cast<int32_t>(
       std::min<size_t>(absl::GetFlag(FLAGS_grpc_window_bytes).bytes, INT32_MAX));
   c.grpc_max_frame_bytes = static_cast<int32_t>(
@@ -141,6 +179,12 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags() {
       spin_us >= 0 ? spin_us : (std::thread::hardware_concurrency() >= 8 ? 1000 : 0));
   c.diagnostic_no_compute = absl::GetFlag(FLAGS_diagnostic_no_compute);
   c.snapshot_dir = absl::GetFlag(FLAGS_snapshot_dir);
+  c.grpc_tls = {absl::GetFlag(FLAGS_tls_cert_file), absl::GetFlag(FLAGS_tls_key_file),
+                absl::GetFlag(FLAGS_tls_client_ca_file)};
+  c.tokens_file = absl::GetFlag(FLAGS_tokens_file);
+  c.tenant_max_sessions = absl::GetFlag(FLAGS_tenant_max_sessions);
+  c.tenant_max_state_pages = absl::GetFlag(FLAGS_tenant_max_state_pages);
+  c.allow_insecure_remote = absl::GetFlag(FLAGS_allow_insecure_remote);
   if (absl::Status s = ValidateServerConfig(c); !s.ok()) return s;
   return c;
 }

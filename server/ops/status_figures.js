@@ -95,6 +95,11 @@ function renderFigures(newest, oldest) {
   const build = now.find((s) => s.name === "gdn_build_info");
   showText("build-version", build ? build.labels.version : "");
   showText("build-backend", build ? build.labels.backend : "");
+  const format = now.find((s) => s.name === "gdn_state_format_info");
+  showText("state-dtype", format
+      ? format.labels.state_dtype + (format.labels.rounding !== "-" ? " (" + format.labels.rounding + " rounding)" : "")
+      : "");
+  show("state-page-bytes", total(now, "gdn_state_page_bytes"), formatBytes);
 
   show("calls-per-second", rate("gdn_requests_total"), formatRate);
   show("tokens-per-second", rate("gdn_tokens_total"), formatRate);

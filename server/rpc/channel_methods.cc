@@ -3,6 +3,7 @@
 // it to the engine, encode the result around o's bytes), with the reply
 // written into the channel's slot instead of a gRPC response.
 #include "absl/strings/str_cat.h"
+#include "server/auth/scoped_forward_call.h"
 #include "server/rpc/forward_response.h"
 #include "server/rpc/gdn_service.h"
 #include "server/rpc/grpc_status.h"
@@ -33,17 +34,25 @@ absl::Status AsSent(const absl::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(g.error_code()), g.error_message());
 }
 
-void ServeForward(const ServiceContext* service, ChannelCall channel_call) {
+// `scope`: whoever opened the channel; its calls are that tenant's.
+void ServeForward(const ServiceContext* service, const TenantScope& scope,
+                  ChannelCall channel_call) {
   const absl::Time start = absl::Now();
   ChannelReply reply = std::move(channel_call.reply);
   auto fail = [&](const absl::Status& status) {
-    service->RecordRequest(kMethod, status, start);
-    reply(AsSent(status), nullptr);
+    service->RecordRequest(kMethod, status, start, scope);
+    reply(AsSent(scope.Outward(status)), nullptr);
   };
   uint64_t request_id = 0;
+  const RegionAccess access = service->RegionAccessFor(scope);
   absl::StatusOr<std::unique_ptr<ForwardCall>> read = ReadForwardRequest(
       channel_call.request, service->config.num_layers, service->config.options,
-      service->engine->arena(), &request_id, &service->region_access);
+      service->engine->arena(), &request_id, &access);
+  if (read.ok()) {
+    if (absl::Status s = ScopeForwardCall(scope, service->tenant_metrics, read->get()); !s.ok()) {
+      read = s;
+    }
+  }
   if (!read.ok()) return fail(read.status());
   std::unique_ptr<ForwardCall> call = std::move(*read);
   if (call->o_region == nullptr) {
@@ -63,16 +72,16 @@ void ServeForward(const ServiceContext* service, ChannelCall channel_call) {
   call->enqueued = start;
   call->method = kMethod;
   const int64_t total_tokens = call->total_tokens;
-  call->done = [service, reply, start, total_tokens,
-                request_id](absl::StatusOr<ForwardResult> result) {
+  call->done = [service, reply, start, total_tokens, request_id,
+                scope](absl::StatusOr<ForwardResult> result) {
     if (result.ok()) {
       grpc::ByteBuffer encoded = EncodeForwardResult(std::move(*result), total_tokens,
                                                      service->config.options, request_id);
       reply(absl::OkStatus(), &encoded);
     } else {
-      reply(AsSent(result.status()), nullptr);
+      reply(AsSent(scope.Outward(result.status())), nullptr);
     }
-    service->RecordRequest(kMethod, result.status(), start);
+    service->RecordRequest(kMethod, result.status(), start, scope);
     service->LeaveCall();
   };
   service->engine->SubmitForward(std::move(call));
@@ -85,16 +94,21 @@ grpc::ServerUnaryReactor* GdnServiceImpl::OpenChannel(grpc::CallbackServerContex
                                                       gdn::v1::OpenChannelResponse* response) {
   const absl::Time start = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  TenantScope scope;
+  if (!Authenticate(*context, reactor, "OpenChannel", start, &scope)) return reactor;
   if (service_->channels == nullptr) {
-    FinishUnary(reactor, "OpenChannel", start, NoChannels());
+    FinishUnary(reactor, "OpenChannel", start, NoChannels(), scope);
     return reactor;
   }
   const ServiceContext* service = service_;
+  // The channel's calls carry no token: they are the opener's, as
+  // authenticated here (anyone else who could write the shared memory could
+  // already read it).
   absl::StatusOr<uint32_t> slots = service_->channels->Open(
-      service_->region_access.owner, *request,
-      [service](ChannelCall call) { ServeForward(service, std::move(call)); });
+      scope.owner(), *request,
+      [service, scope](ChannelCall call) { ServeForward(service, scope, std::move(call)); });
   if (slots.ok()) response->set_slot_count(*slots);
-  FinishUnary(reactor, "OpenChannel", start, slots.status());
+  FinishUnary(reactor, "OpenChannel", start, slots.status(), scope);
   return reactor;
 }
 
@@ -103,10 +117,13 @@ grpc::ServerUnaryReactor* GdnServiceImpl::CloseChannel(grpc::CallbackServerConte
                                                        gdn::v1::CloseChannelResponse*) {
   const absl::Time start = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  TenantScope scope;
+  if (!Authenticate(*context, reactor, "CloseChannel", start, &scope)) return reactor;
   FinishUnary(reactor, "CloseChannel", start,
               service_->channels == nullptr
                   ? NoChannels()
-                  : service_->channels->Close(service_->region_access.owner, request->name()));
+                  : service_->channels->Close(scope.owner(), request->name()),
+              scope);
   return reactor;
 }
 

@@ -12,19 +12,23 @@ grpc::ServerUnaryReactor* GdnServiceImpl::CommitDraft(grpc::CallbackServerContex
                                                       gdn::v1::CommitDraftResponse* response) {
   const absl::Time start = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (absl::Status s = ValidateRequiredSessionId(request->session_id(), "session_id"); !s.ok()) {
-    FinishUnary(reactor, "CommitDraft", start, s);
+  TenantScope scope;
+  if (!Authenticate(*context, reactor, "CommitDraft", start, &scope)) return reactor;
+  if (absl::Status s = scope.ValidateRequiredId(request->session_id(), "session_id"); !s.ok()) {
+    FinishUnary(reactor, "CommitDraft", start, s, scope);
     return reactor;
   }
   if (absl::Status s = service_->EnterCall(); !s.ok()) {
-    FinishUnary(reactor, "CommitDraft", start, s);
+    FinishUnary(reactor, "CommitDraft", start, s, scope);
     return reactor;
   }
+  auto scoped = std::make_shared<gdn::v1::CommitDraftRequest>(*request);
+  scoped->set_session_id(scope.Inward(request->session_id()));
   service_->engine->RunSessionCommand(
-      request->session_id(), [this, reactor, request, response, start](StateCache& cache) {
-        absl::StatusOr<gdn::v1::CommitDraftResponse> committed = CommitDraftOp(cache, *request);
+      scoped->session_id(), [this, reactor, scoped, response, start, scope](StateCache& cache) {
+        absl::StatusOr<gdn::v1::CommitDraftResponse> committed = CommitDraftOp(cache, *scoped);
         if (committed.ok()) *response = std::move(*committed);
-        FinishUnary(reactor, "CommitDraft", start, committed.status());
+        FinishUnary(reactor, "CommitDraft", start, committed.status(), scope);
         service_->LeaveCall();
       });
   return reactor;

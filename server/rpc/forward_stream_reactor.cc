@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "server/auth/scoped_forward_call.h"
 #include "server/rpc/forward_request_reader.h"
 #include "server/rpc/forward_response.h"
 #include "server/rpc/grpc_status.h"
@@ -11,6 +12,15 @@ namespace gdn {
 ForwardStreamReactor::ForwardStreamReactor(const ServiceContext* service,
                                            grpc::CallbackServerContext* context)
     : service_(service), context_(context) {
+  absl::StatusOr<TenantScope> scope = service_->ScopeOf(*context);
+  if (!scope.ok()) {
+    service_->RecordRequest("ForwardStream", scope.status(), absl::Now());
+    std::lock_guard<std::mutex> lock(mu_);
+    finished_ = true;
+    Finish(ToGrpcStatus(scope.status()));
+    return;
+  }
+  scope_ = std::move(*scope);
   std::lock_guard<std::mutex> lock(mu_);
   StartNextReadLocked();
 }
@@ -50,11 +60,17 @@ std::unique_ptr<ForwardCall> ForwardStreamReactor::TakeRequest() {
   const absl::Time start = absl::Now();
   // Only this thread touches reading_ until the next StartRead.
   uint64_t request_id = 0;
+  const RegionAccess access = service_->RegionAccessFor(scope_);
   absl::StatusOr<std::unique_ptr<ForwardCall>> read =
       ReadForwardRequest(reading_, service_->config.num_layers, service_->config.options,
-                         service_->engine->arena(), &request_id,
-                         &service_->region_access);
+                         service_->engine->arena(), &request_id, &access);
   reading_.Clear();
+  if (read.ok()) {
+    if (absl::Status s = ScopeForwardCall(scope_, service_->tenant_metrics, read->get());
+        !s.ok()) {
+      read = s;
+    }
+  }
   // Draining (--snapshot_dir): this message is answered UNAVAILABLE and not
   // applied; the stream stays open.
   if (read.ok()) {
@@ -64,8 +80,8 @@ std::unique_ptr<ForwardCall> ForwardStreamReactor::TakeRequest() {
   slots_.push_back(std::make_unique<Slot>());
   Slot* slot = slots_.back().get();
   if (!read.ok()) {
-    service_->RecordRequest("ForwardStream", read.status(), start);
-    slot->response = EncodeForwardError(read.status(), request_id);
+    service_->RecordRequest("ForwardStream", read.status(), start, scope_);
+    slot->response = EncodeForwardError(scope_.Outward(read.status()), request_id);
     slot->complete = true;
     return nullptr;
   }
@@ -79,11 +95,11 @@ std::unique_ptr<ForwardCall> ForwardStreamReactor::TakeRequest() {
   call->done = [this, slot, start, total_tokens,
                 request_id](absl::StatusOr<ForwardResult> result) {
     service_->LeaveCall();  // the engine is done with it
-    service_->RecordRequest("ForwardStream", result.status(), start);
+    service_->RecordRequest("ForwardStream", result.status(), start, scope_);
     grpc::ByteBuffer encoded =
         result.ok() ? EncodeForwardResult(std::move(*result), total_tokens,
                                           service_->config.options, request_id)
-                    : EncodeForwardError(result.status(), request_id);
+                    : EncodeForwardError(scope_.Outward(result.status()), request_id);
     std::lock_guard<std::mutex> lock(mu_);
     slot->response.Swap(&encoded);
     slot->complete = true;

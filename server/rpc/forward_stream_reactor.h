@@ -50,6 +50,9 @@ class ForwardStreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
 
   const ServiceContext* service_;
   grpc::CallbackServerContext* context_;
+  // The caller, authenticated once when the stream opens (a stream that
+  // cannot authenticate ends UNAUTHENTICATED before its first read).
+  TenantScope scope_;
 
   std::mutex mu_;
   grpc::ByteBuffer reading_;  // the pending read's message

@@ -11,26 +11,21 @@
 #include "server/rpc/forward_response.h"
 #include "server/rpc/forward_stream_reactor.h"
 #include "server/rpc/grpc_status.h"
+#include "server/rpc/session_listing.h"
 #include "server/rpc/session_stream_reactors.h"
+#include "server/auth/scoped_forward_call.h"
+#include "server/auth/tenant_quota.h"
 #include "server/sessions/session_id.h"
 #include "server/sessions/session_ops.h"
 
 namespace gdn {
 
-absl::Time DeadlineOf(const grpc::CallbackServerContext* context) {
-  const std::chrono::system_clock::time_point deadline = context->deadline();
-  // gRPC reports "no deadline" as a time far in the future.
-  if (deadline >= std::chrono::system_clock::now() + std::chrono::hours(24 * 365)) {
-    return absl::InfiniteFuture();
-  }
-  return absl::FromChrono(deadline);
-}
-
-void GdnServiceImpl::FinishUnary(grpc::ServerUnaryReactor* reactor,
-                                 const char* method, absl::Time start,
-                                 const absl::Status& status) const {
-  service_->RecordRequest(method, status, start);
-  reactor->Finish(ToGrpcStatus(status));
+void GdnServiceImpl::FinishUnary(grpc::ServerUnaryReactor* reactor, const char* method,
+                                 absl::Time start, const absl::Status& status,
+                                 const TenantScope& scope) const {
+  const absl::Status outward = scope.Outward(status);
+  service_->RecordRequest(method, outward, start, scope);
+  reactor->Finish(ToGrpcStatus(outward));
 }
 
 grpc::ServerUnaryReactor* GdnServiceImpl::Forward(grpc::CallbackServerContext* context,
@@ -38,17 +33,25 @@ grpc::ServerUnaryReactor* GdnServiceImpl::Forward(grpc::CallbackServerContext* c
                                                   grpc::ByteBuffer* response) {
   const absl::Time start = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  TenantScope scope;
+  if (!Authenticate(*context, reactor, "Forward", start, &scope)) return reactor;
   uint64_t request_id = 0;
+  const RegionAccess access = service_->RegionAccessFor(scope);
   absl::StatusOr<std::unique_ptr<ForwardCall>> read =
       ReadForwardRequest(*request, service_->config.num_layers, service_->config.options,
-                         service_->engine->arena(), &request_id,
-                         &service_->region_access);
+                         service_->engine->arena(), &request_id, &access);
+  if (read.ok()) {
+    if (absl::Status s = ScopeForwardCall(scope, service_->tenant_metrics, read->get());
+        !s.ok()) {
+      read = s;
+    }
+  }
   if (!read.ok()) {
-    FinishUnary(reactor, "Forward", start, read.status());
+    FinishUnary(reactor, "Forward", start, read.status(), scope);
     return reactor;
   }
   if (absl::Status s = service_->EnterCall(); !s.ok()) {
-    FinishUnary(reactor, "Forward", start, s);  // draining: not applied
+    FinishUnary(reactor, "Forward", start, s, scope);  // draining: not applied
     return reactor;
   }
   std::unique_ptr<ForwardCall> call = std::move(*read);
@@ -57,14 +60,14 @@ grpc::ServerUnaryReactor* GdnServiceImpl::Forward(grpc::CallbackServerContext* c
   call->enqueued = start;
   call->method = "Forward";
   const int64_t total_tokens = call->total_tokens;
-  call->done = [this, reactor, response, start, total_tokens,
-                request_id](absl::StatusOr<ForwardResult> result) {
+  call->done = [this, reactor, response, start, total_tokens, request_id,
+                scope](absl::StatusOr<ForwardResult> result) {
     if (result.ok()) {
       grpc::ByteBuffer encoded = EncodeForwardResult(std::move(*result), total_tokens,
                                                      service_->config.options, request_id);
       response->Swap(&encoded);
     }
-    FinishUnary(reactor, "Forward", start, result.status());
+    FinishUnary(reactor, "Forward", start, result.status(), scope);
     service_->LeaveCall();
   };
   service_->engine->SubmitForward(std::move(call));
@@ -76,34 +79,53 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* GdnServiceImpl::For
   return new ForwardStreamReactor(service_, context);
 }
 
+bool GdnServiceImpl::Authenticate(const grpc::CallbackServerContext& context,
+                                  grpc::ServerUnaryReactor* reactor, const char* method,
+                                  absl::Time start, TenantScope* scope) const {
+  absl::StatusOr<TenantScope> caller = service_->ScopeOf(context);
+  if (!caller.ok()) {
+    FinishUnary(reactor, method, start, caller.status());
+    return false;
+  }
+  *scope = std::move(*caller);
+  return true;
+}
+
 grpc::ServerUnaryReactor* GdnServiceImpl::CreateSession(
     grpc::CallbackServerContext* context,
     const gdn::v1::CreateSessionRequest* request,
     gdn::v1::CreateSessionResponse* response) {
   const absl::Time start = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (absl::Status s = ValidateSessionId(request->session_id(), "session_id");
-      !s.ok()) {
-    FinishUnary(reactor, "CreateSession", start, s);
+  TenantScope scope;
+  if (!Authenticate(*context, reactor, "CreateSession", start, &scope)) return reactor;
+  if (absl::Status s = scope.ValidateId(request->session_id(), "session_id"); !s.ok()) {
+    FinishUnary(reactor, "CreateSession", start, s, scope);
     return reactor;
   }
   if (absl::Status s = service_->EnterCall(); !s.ok()) {
-    FinishUnary(reactor, "CreateSession", start, s);
+    FinishUnary(reactor, "CreateSession", start, s, scope);
     return reactor;
   }
+  const std::string requested =
+      request->session_id().empty() ? std::string() : scope.Inward(request->session_id());
   service_->engine->RunSessionCommand(
-      request->session_id(),
-      [this, reactor, request, response, start](StateCache& cache) {
-        absl::StatusOr<std::string> id =
-            [&]() -> absl::StatusOr<std::string> {
-          const std::string& requested = request->session_id();
-          if (absl::Status s = service_->CheckIdFree(requested); !s.ok()) {
+      requested, [this, reactor, requested, response, start, scope](StateCache& cache) {
+        absl::StatusOr<std::string> id = [&]() -> absl::StatusOr<std::string> {
+          if (absl::Status s = CheckNewSession(cache, scope, 0, service_->tenant_metrics);
+              !s.ok()) {
+            return s;
+          }
+          const std::string id =
+              requested.empty() && !scope.open() ? scope.Inward(GenerateSessionId(cache))
+                                                 : requested;
+          if (absl::Status s = service_->CheckIdFree(id); !s.ok()) {
             return s;  // a drained server left it in --snapshot_dir
           }
-          return CreateSessionOp(cache, requested);
+          return CreateSessionOp(cache, id);
         }();
-        if (id.ok()) response->set_session_id(*id);
-        FinishUnary(reactor, "CreateSession", start, id.status());
+        if (id.ok()) response->set_session_id(scope.Outward(*id));
+        FinishUnary(reactor, "CreateSession", start, id.status(), scope);
         service_->LeaveCall();
       });
   return reactor;
@@ -115,21 +137,22 @@ grpc::ServerUnaryReactor* GdnServiceImpl::CloseSession(
     gdn::v1::CloseSessionResponse* response) {
   const absl::Time start = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (absl::Status s = ValidateRequiredSessionId(request->session_id(), "session_id");
-      !s.ok()) {
-    FinishUnary(reactor, "CloseSession", start, s);
+  TenantScope scope;
+  if (!Authenticate(*context, reactor, "CloseSession", start, &scope)) return reactor;
+  if (absl::Status s = scope.ValidateRequiredId(request->session_id(), "session_id"); !s.ok()) {
+    FinishUnary(reactor, "CloseSession", start, s, scope);
     return reactor;
   }
   if (absl::Status s = service_->EnterCall(); !s.ok()) {
-    FinishUnary(reactor, "CloseSession", start, s);
+    FinishUnary(reactor, "CloseSession", start, s, scope);
     return reactor;
   }
+  const std::string id = scope.Inward(request->session_id());
   service_->engine->RunSessionCommand(
-      request->session_id(),
-      [this, reactor, request, start](StateCache& cache) {
-        absl::Status s = service_->RestoreIfAbsent(cache, request->session_id());
-        if (s.ok()) s = cache.CloseSession(request->session_id());
-        FinishUnary(reactor, "CloseSession", start, s);
+      id, [this, reactor, id, start, scope](StateCache& cache) {
+        absl::Status s = service_->RestoreIfAbsent(cache, id);
+        if (s.ok()) s = cache.CloseSession(id);
+        FinishUnary(reactor, "CloseSession", start, s, scope);
         service_->LeaveCall();
       });
   return reactor;
@@ -141,39 +164,48 @@ grpc::ServerUnaryReactor* GdnServiceImpl::ForkSession(
     gdn::v1::ForkSessionResponse* response) {
   const absl::Time start = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::Status valid = ValidateRequiredSessionId(request->parent_id(), "parent_id");
-  if (valid.ok()) valid = ValidateSessionId(request->child_id(), "child_id");
+  TenantScope scope;
+  if (!Authenticate(*context, reactor, "ForkSession", start, &scope)) return reactor;
+  absl::Status valid = scope.ValidateRequiredId(request->parent_id(), "parent_id");
+  if (valid.ok()) valid = scope.ValidateId(request->child_id(), "child_id");
   if (!valid.ok()) {
-    FinishUnary(reactor, "ForkSession", start, valid);
+    FinishUnary(reactor, "ForkSession", start, valid, scope);
     return reactor;
   }
   if (absl::Status s = service_->EnterCall(); !s.ok()) {
-    FinishUnary(reactor, "ForkSession", start, s);
+    FinishUnary(reactor, "ForkSession", start, s, scope);
     return reactor;
   }
+  const std::string parent = scope.Inward(request->parent_id());
+  const std::string child =
+      request->child_id().empty() ? std::string() : scope.Inward(request->child_id());
+  const std::optional<int64_t> at_position =
+      request->has_at_position() ? std::optional<int64_t>(request->at_position()) : std::nullopt;
   // Runs once the parent has no running call: the child gets its committed
   // states.
   service_->engine->RunSessionCommand(
-      request->parent_id(),
-      [this, reactor, request, response, start](StateCache& cache) {
-        absl::StatusOr<std::string> id =
-            [&]() -> absl::StatusOr<std::string> {
-          if (absl::Status s =
-                  service_->RestoreIfAbsent(cache, request->parent_id());
-              !s.ok()) {
-            return s;
+      parent, [this, reactor, parent, child, at_position, response, start,
+               scope](StateCache& cache) {
+        absl::StatusOr<std::string> id = [&]() -> absl::StatusOr<std::string> {
+          if (absl::Status s = service_->RestoreIfAbsent(cache, parent); !s.ok()) return s;
+          if (!scope.open()) {
+            // The child's pages: one per layer of the parent with a state.
+            absl::StatusOr<SessionInfo> info = cache.DescribeSession(parent);
+            if (!info.ok()) return info.status();
+            int64_t pages = 0;
+            for (const LayerStateInfo& layer : info->layers) pages += layer.has_state ? 1 : 0;
+            if (absl::Status s = CheckNewSession(cache, scope, pages, service_->tenant_metrics);
+                !s.ok()) {
+              return s;
+            }
           }
-          if (absl::Status s = service_->CheckIdFree(request->child_id());
-              !s.ok()) {
-            return s;
-          }
-          return ForkSessionOp(cache, request->parent_id(), request->child_id(),
-                               request->has_at_position()
-                                   ? std::optional<int64_t>(request->at_position())
-                                   : std::nullopt);
+          const std::string id =
+              child.empty() && !scope.open() ? scope.Inward(GenerateSessionId(cache)) : child;
+          if (absl::Status s = service_->CheckIdFree(id); !s.ok()) return s;
+          return ForkSessionOp(cache, parent, id, at_position);
         }();
-        if (id.ok()) response->set_session_id(*id);
-        FinishUnary(reactor, "ForkSession", start, id.status());
+        if (id.ok()) response->set_session_id(scope.Outward(*id));
+        FinishUnary(reactor, "ForkSession", start, id.status(), scope);
         service_->LeaveCall();
       });
   return reactor;
@@ -185,26 +217,28 @@ grpc::ServerUnaryReactor* GdnServiceImpl::DescribeSession(
     gdn::v1::DescribeSessionResponse* response) {
   const absl::Time start = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (absl::Status s = ValidateRequiredSessionId(request->session_id(), "session_id");
-      !s.ok()) {
-    FinishUnary(reactor, "DescribeSession", start, s);
+  TenantScope scope;
+  if (!Authenticate(*context, reactor, "DescribeSession", start, &scope)) return reactor;
+  if (absl::Status s = scope.ValidateRequiredId(request->session_id(), "session_id"); !s.ok()) {
+    FinishUnary(reactor, "DescribeSession", start, s, scope);
     return reactor;
   }
   if (absl::Status s = service_->EnterCall(); !s.ok()) {
-    FinishUnary(reactor, "DescribeSession", start, s);
+    FinishUnary(reactor, "DescribeSession", start, s, scope);
     return reactor;
   }
+  const std::string id = scope.Inward(request->session_id());
   service_->engine->RunSessionCommand(
-      request->session_id(),
-      [this, reactor, request, response, start](StateCache& cache) {
-        absl::Status restored =
-            service_->RestoreIfAbsent(cache, request->session_id());
+      id, [this, reactor, id, response, start, scope](StateCache& cache) {
+        absl::Status restored = service_->RestoreIfAbsent(cache, id);
         absl::StatusOr<gdn::v1::DescribeSessionResponse> described =
-            restored.ok()
-                ? DescribeSessionOp(cache, request->session_id(), absl::Now())
-                : absl::StatusOr<gdn::v1::DescribeSessionResponse>(restored);
-        if (described.ok()) *response = std::move(*described);
-        FinishUnary(reactor, "DescribeSession", start, described.status());
+            restored.ok() ? DescribeSessionOp(cache, id, absl::Now())
+                          : absl::StatusOr<gdn::v1::DescribeSessionResponse>(restored);
+        if (described.ok()) {
+          *response = std::move(*described);
+          response->set_session_id(scope.Outward(response->session_id()));
+        }
+        FinishUnary(reactor, "DescribeSession", start, described.status(), scope);
         service_->LeaveCall();
       });
   return reactor;
@@ -216,13 +250,15 @@ grpc::ServerUnaryReactor* GdnServiceImpl::ListSessions(
     gdn::v1::ListSessionsResponse* response) {
   const absl::Time start = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  TenantScope scope;
+  if (!Authenticate(*context, reactor, "ListSessions", start, &scope)) return reactor;
   // Only the sessions this server holds: never files of --snapshot_dir.
   service_->engine->RunSessionCommand(
-      "", [this, reactor, response, start](StateCache& cache) {
-        for (const std::string& id : cache.ListSessions()) {
-          response->add_session_ids(id);
-        }
-        FinishUnary(reactor, "ListSessions", start, absl::OkStatus());
+      "", [this, reactor, request, response, start, scope](StateCache& cache) {
+        absl::StatusOr<gdn::v1::ListSessionsResponse> page =
+            ListSessionsPage(cache.ListSessions(), scope, *request);
+        if (page.ok()) *response = std::move(*page);
+        FinishUnary(reactor, "ListSessions", start, page.status(), scope);
       });
   return reactor;
 }
@@ -230,13 +266,13 @@ grpc::ServerUnaryReactor* GdnServiceImpl::ListSessions(
 grpc::ServerWriteReactor<gdn::v1::SessionChunk>* GdnServiceImpl::ExportSession(
     grpc::CallbackServerContext* context,
     const gdn::v1::ExportSessionRequest* request) {
-  return new ExportSessionReactor(service_, request->session_id());
+  return new ExportSessionReactor(service_, service_->ScopeOf(*context), request->session_id());
 }
 
 grpc::ServerReadReactor<gdn::v1::SessionChunk>* GdnServiceImpl::ImportSession(
     grpc::CallbackServerContext* context,
     gdn::v1::ImportSessionResponse* response) {
-  return new ImportSessionReactor(service_, context, response);
+  return new ImportSessionReactor(service_, context, service_->ScopeOf(*context), response);
 }
 
 grpc::ServerUnaryReactor* GdnServiceImpl::GetServerInfo(
@@ -245,6 +281,8 @@ grpc::ServerUnaryReactor* GdnServiceImpl::GetServerInfo(
     gdn::v1::ServerInfoResponse* response) {
   const absl::Time start = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  TenantScope scope;
+  if (!Authenticate(*context, reactor, "GetServerInfo", start, &scope)) return reactor;
   const EngineInfo& info = service_->engine->info();
   *response->mutable_config() = service_->layer_config;
   gdn::v1::Limits* limits = response->mutable_limits();
@@ -259,7 +297,7 @@ grpc::ServerUnaryReactor* GdnServiceImpl::GetServerInfo(
   response->set_backend(info.backend_name);
   response->set_device(info.device_description);
   response->set_version(service_->version);
-  FinishUnary(reactor, "GetServerInfo", start, absl::OkStatus());
+  FinishUnary(reactor, "GetServerInfo", start, absl::OkStatus(), scope);
   return reactor;
 }
 

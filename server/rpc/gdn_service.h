@@ -106,9 +106,15 @@ class GdnServiceImpl final : public GdnServiceBase {
                                          gdn::v1::CloseChannelResponse* response) override;
 
  private:
-  // Records the request metric and finishes `reactor` with `status`.
-  void FinishUnary(grpc::ServerUnaryReactor* reactor, const char* method,
-                   absl::Time start, const absl::Status& status) const;
+  // Records the request metric and finishes `reactor` with `status` as the
+  // caller may see it (TenantScope::Outward).
+  void FinishUnary(grpc::ServerUnaryReactor* reactor, const char* method, absl::Time start,
+                   const absl::Status& status, const TenantScope& scope = TenantScope()) const;
+
+  // The caller's scope (service_context.h); false when it has none, with
+  // `reactor` finished UNAUTHENTICATED.
+  bool Authenticate(const grpc::CallbackServerContext& context, grpc::ServerUnaryReactor* reactor,
+                    const char* method, absl::Time start, TenantScope* scope) const;
 
   const ServiceContext* service_;
 };

@@ -17,11 +17,13 @@ grpc::ServerUnaryReactor* GdnServiceImpl::RegisterRegion(
     gdn::v1::RegisterRegionResponse* /*response*/) {
   const absl::Time start = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const RegionAccess& access = service_->region_access;
+  TenantScope scope;
+  if (!Authenticate(*context, reactor, "RegisterRegion", start, &scope)) return reactor;
   FinishUnary(reactor, "RegisterRegion", start,
               service_->regions == nullptr
                   ? NoRegions()
-                  : service_->regions->Register(access.owner, *request));
+                  : service_->regions->Register(scope.owner(), *request),
+              scope);
   return reactor;
 }
 
@@ -30,11 +32,13 @@ grpc::ServerUnaryReactor* GdnServiceImpl::UnregisterRegion(
     gdn::v1::UnregisterRegionResponse* /*response*/) {
   const absl::Time start = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const RegionAccess& access = service_->region_access;
+  TenantScope scope;
+  if (!Authenticate(*context, reactor, "UnregisterRegion", start, &scope)) return reactor;
   FinishUnary(reactor, "UnregisterRegion", start,
               service_->regions == nullptr
                   ? NoRegions()
-                  : service_->regions->Unregister(access.owner, request->name()));
+                  : service_->regions->Unregister(scope.owner(), request->name()),
+              scope);
   return reactor;
 }
 
@@ -43,12 +47,14 @@ grpc::ServerUnaryReactor* GdnServiceImpl::ListRegions(grpc::CallbackServerContex
                                                       gdn::v1::ListRegionsResponse* response) {
   const absl::Time start = absl::Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  TenantScope scope;
+  if (!Authenticate(*context, reactor, "ListRegions", start, &scope)) return reactor;
   if (service_->regions != nullptr) {
-    for (gdn::v1::RegionInfo& info : service_->regions->List(service_->region_access.owner)) {
+    for (gdn::v1::RegionInfo& info : service_->regions->List(scope.owner())) {
       *response->add_regions() = std::move(info);
     }
   }
-  FinishUnary(reactor, "ListRegions", start, absl::OkStatus());
+  FinishUnary(reactor, "ListRegions", start, absl::OkStatus(), scope);
   return reactor;
 }
 

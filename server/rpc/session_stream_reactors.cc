@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/auth/tenant_quota.h"
 #include "server/rpc/grpc_status.h"
 #include "server/sessions/session_id.h"
 #include "server/sessions/session_ops.h"
@@ -10,12 +11,19 @@
 namespace gdn {
 
 ExportSessionReactor::ExportSessionReactor(const ServiceContext* service,
+                                           absl::StatusOr<TenantScope> scope,
                                            std::string session_id)
-    : service_(service), start_(absl::Now()), session_id_(std::move(session_id)) {
-  if (absl::Status s = ValidateRequiredSessionId(session_id_, "session_id"); !s.ok()) {
+    : service_(service), start_(absl::Now()) {
+  if (!scope.ok()) {
+    FinishWith(scope.status());
+    return;
+  }
+  scope_ = std::move(*scope);
+  if (absl::Status s = scope_.ValidateRequiredId(session_id, "session_id"); !s.ok()) {
     FinishWith(s);
     return;
   }
+  session_id_ = scope_.Inward(session_id);
   if (absl::Status s = service_->EnterCall(); !s.ok()) {
     FinishWith(s);  // draining
     return;
@@ -36,6 +44,7 @@ void ExportSessionReactor::Exported(absl::StatusOr<SessionStates> states) {
     return;
   }
   states_ = std::move(*states);
+  states_.session_id = scope_.Outward(states_.session_id);  // chunks carry the caller's id
   chunker_.emplace(&states_, service_->layer_config,
                    static_cast<size_t>(service_->config.max_message_bytes / 2));
   WriteNext();
@@ -58,21 +67,27 @@ void ExportSessionReactor::OnWriteDone(bool ok) {
 }
 
 void ExportSessionReactor::FinishWith(const absl::Status& status) {
-  service_->RecordRequest("ExportSession", status, start_);
-  Finish(ToGrpcStatus(status));
+  const absl::Status outward = scope_.Outward(status);
+  service_->RecordRequest("ExportSession", outward, start_, scope_);
+  Finish(ToGrpcStatus(outward));
 }
 
 void ExportSessionReactor::OnDone() { delete this; }
 
 ImportSessionReactor::ImportSessionReactor(
     const ServiceContext* service, grpc::CallbackServerContext* context,
-    gdn::v1::ImportSessionResponse* response)
+    absl::StatusOr<TenantScope> scope, gdn::v1::ImportSessionResponse* response)
     : service_(service),
       context_(context),
       start_(absl::Now()),
       response_(response),
       assembler_(service->layer_config,
                  service->engine->info().layout.page_bytes) {
+  if (!scope.ok()) {
+    FinishWith(scope.status());  // nothing of the stream is read
+    return;
+  }
+  scope_ = std::move(*scope);
   StartRead(&chunk_);
 }
 
@@ -97,18 +112,28 @@ void ImportSessionReactor::OnReadDone(bool ok) {
     FinishWith(states.status());
     return;
   }
+  if (absl::Status s = scope_.ValidateRequiredId(states->session_id, "session_id"); !s.ok()) {
+    FinishWith(s);
+    return;
+  }
   if (absl::Status s = service_->EnterCall(); !s.ok()) {
     FinishWith(s);  // draining: not imported
     return;
   }
   auto shared = std::make_shared<SessionStates>(std::move(*states));
+  shared->session_id = scope_.Inward(shared->session_id);
   service_->engine->RunSessionCommand(
       shared->session_id, [this, shared](StateCache& cache) {
-        absl::Status status = service_->CheckIdFree(shared->session_id);
+        int64_t pages = 0;
+        for (const StateCache::LayerState& layer : shared->layers) {
+          pages += layer.bytes.empty() ? 0 : 1;
+        }
+        absl::Status status = CheckNewSession(cache, scope_, pages, service_->tenant_metrics);
+        if (status.ok()) status = service_->CheckIdFree(shared->session_id);
         if (status.ok()) status = ImportSessionOp(cache, *shared);
         service_->LeaveCall();
         if (status.ok()) {
-          response_->set_session_id(shared->session_id);
+          response_->set_session_id(scope_.Outward(shared->session_id));
           response_->set_layers_imported(shared->layers_received);
         }
         FinishWith(status);
@@ -116,8 +141,9 @@ void ImportSessionReactor::OnReadDone(bool ok) {
 }
 
 void ImportSessionReactor::FinishWith(const absl::Status& status) {
-  service_->RecordRequest("ImportSession", status, start_);
-  Finish(ToGrpcStatus(status));
+  const absl::Status outward = scope_.Outward(status);
+  service_->RecordRequest("ImportSession", outward, start_, scope_);
+  Finish(ToGrpcStatus(outward));
 }
 
 void ImportSessionReactor::OnDone() { delete this; }

@@ -28,7 +28,9 @@ namespace gdn {
 class ExportSessionReactor
     : public grpc::ServerWriteReactor<gdn::v1::SessionChunk> {
  public:
-  ExportSessionReactor(const ServiceContext* service, std::string session_id);
+  // `scope`: the caller's (an error ends the call with it at once).
+  ExportSessionReactor(const ServiceContext* service, absl::StatusOr<TenantScope> scope,
+                       std::string session_id);
 
   void OnWriteDone(bool ok) override;
   void OnDone() override;
@@ -40,7 +42,8 @@ class ExportSessionReactor
 
   const ServiceContext* service_;
   const absl::Time start_;
-  std::string session_id_;
+  TenantScope scope_;
+  std::string session_id_;  // internal (TenantScope::Inward)
   SessionStates states_;
   std::optional<ExportChunker> chunker_;
   gdn::v1::SessionChunk chunk_;
@@ -49,8 +52,10 @@ class ExportSessionReactor
 class ImportSessionReactor
     : public grpc::ServerReadReactor<gdn::v1::SessionChunk> {
  public:
-  ImportSessionReactor(const ServiceContext* service,
-                       grpc::CallbackServerContext* context,
+  // The chunks carry the caller's ids; the session is created as its
+  // tenant's, within its quotas.
+  ImportSessionReactor(const ServiceContext* service, grpc::CallbackServerContext* context,
+                       absl::StatusOr<TenantScope> scope,
                        gdn::v1::ImportSessionResponse* response);
 
   void OnReadDone(bool ok) override;
@@ -62,6 +67,7 @@ class ImportSessionReactor
   const ServiceContext* service_;
   grpc::CallbackServerContext* context_;
   const absl::Time start_;
+  TenantScope scope_;
   gdn::v1::ImportSessionResponse* response_;
   ImportAssembler assembler_;
   gdn::v1::SessionChunk chunk_;

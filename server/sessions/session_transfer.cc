@@ -48,8 +48,15 @@ absl::Status CheckLayerConfig(const gdn::v1::LayerConfig& got,
     return mismatch("activation_dtype",
                     gdn::v1::DType_Name(got.activation_dtype()),
                     gdn::v1::DType_Name(want.activation_dtype()));
-  if (got.state_dtype() != want.state_dtype())
-    return mismatch("state_dtype", got.state_dtype(), want.state_dtype());
+  if (got.state_dtype() != want.state_dtype()) {
+    // A page's bytes (codes and scales for int8 / fp8) mean something only
+    // in their own dtype; converting on import would round the state again.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "config.state_dtype: this server has ", want.state_dtype(),
+        ", the imported session has ", got.state_dtype(),
+        "; states are not converted between dtypes: import it into a server started with "
+        "--state_dtype=", got.state_dtype()));
+  }
   if (got.gating_mode() != want.gating_mode())
     return mismatch("gating_mode", got.gating_mode(), want.gating_mode());
   if (got.l2_norm_qk() != want.l2_norm_qk())

@@ -31,9 +31,12 @@ inline constexpr float kMaxStateMagnitude = 1e30f;
 
 // OK when the Hv * K * V elements at the start of `bytes` (one state page,
 // [Hv, K, V] of `dtype`, V fastest; padding after them is not looked at)
-// are all finite with |x| <= kMaxStateMagnitude. Else InvalidArgument
-// naming `layer` and the first bad element with its (head, k, v); also
-// when `bytes` is too short to hold them.
+// are all finite with |x| <= kMaxStateMagnitude. For int8 / fp8 pages the
+// fp32 scales after the codes (StatePageLayout) must also be finite and
+// > 0, and every code one a server writes (int8 -127 .. 127, fp8 not NaN);
+// the element values checked are code * scale. Else InvalidArgument naming
+// `layer` and the first bad element (head, k, v) or scale (head, group);
+// also when `bytes` is too short to hold them.
 absl::Status CheckStateValues(absl::Span<const uint8_t> bytes, StateDType dtype,
                               int64_t num_v_heads, int64_t head_dim_k, int64_t head_dim_v,
                               int layer);

@@ -228,6 +228,66 @@ void ChannelCorpus() {
   Write(t, "invalid_too_small", input);
 }
 
+// import_chunks_fuzz: a dtype byte (0 fp32, 1 bf16), then version-1 records
+// of SessionChunks for its tiny configuration (2 layers, Hv 1, K = V = 4).
+void ImportChunksCorpus() {
+  const char* t = "import_chunks";
+  auto records = [](const std::vector<gdn::v1::SessionChunk>& chunks) {
+    std::string body;
+    for (const gdn::v1::SessionChunk& c : chunks) {
+      const std::string bytes = c.SerializeAsString();
+      std::string varint;
+      for (uint64_t n = bytes.size(); ; n >>= 7) {
+        varint += static_cast<char>((n & 0x7f) | (n >= 0x80 ? 0x80 : 0));
+        if (n < 0x80) break;
+      }
+      body += varint + bytes;
+    }
+    return body;
+  };
+  for (const bool bf16 : {false, true}) {
+    const size_t page = bf16 ? 32 : 64;
+    gdn::v1::SessionChunk first;
+    first.set_session_id("tenant7/chat-1");
+    gdn::v1::LayerConfig* c = first.mutable_config();
+    c->set_num_layers(2);
+    c->set_num_qk_heads(1);
+    c->set_num_v_heads(1);
+    c->set_head_dim_k(4);
+    c->set_head_dim_v(4);
+    c->set_activation_dtype(gdn::v1::DTYPE_FP32);
+    c->set_state_dtype(bf16 ? "bf16" : "fp32");
+    c->set_gating_mode("direct");
+    c->set_l2_norm_qk(true);
+    c->set_scale(0.5f);
+    first.set_layer(0);
+    first.set_position(7);
+    first.set_layer_bytes(static_cast<int64_t>(page));
+    // 0.5 in fp32 (00 00 00 3f) or bf16 (00 3f), first half of the page.
+    std::string values;
+    for (size_t i = 0; i < page / 2; i += bf16 ? 2 : 4) {
+      values += bf16 ? std::string("\x00\x3f", 2) : std::string("\x00\x00\x00\x3f", 4);
+    }
+    first.set_data(values);
+    gdn::v1::SessionChunk second;
+    second.set_session_id(first.session_id());
+    second.set_layer(0);
+    second.set_position(7);
+    second.set_layer_bytes(static_cast<int64_t>(page));
+    second.set_offset(static_cast<int64_t>(page / 2));
+    second.set_data(values);
+    gdn::v1::SessionChunk zero;  // layer 1: the zero state
+    zero.set_session_id(first.session_id());
+    zero.set_layer(1);
+    const std::string dtype(1, bf16 ? '\x01' : '\x00');
+    const std::string name = bf16 ? "bf16" : "fp32";
+    Write(t, name + "_two_layers", dtype + records({first, second, zero}));
+    gdn::v1::SessionChunk nan = second;  // a NaN where the state must be finite
+    nan.set_data(std::string(page / 2, '\xff'));
+    Write(t, name + "_invalid_nan", dtype + records({first, nan, zero}));
+  }
+}
+
 }  // namespace
 }  // namespace gdn::fuzz
 
@@ -242,5 +302,6 @@ int main(int argc, char** argv) {
   gdn::fuzz::TensorCorpus();
   gdn::fuzz::SessionFileCorpus();
   gdn::fuzz::ChannelCorpus();
+  gdn::fuzz::ImportChunksCorpus();
   return 0;
 }

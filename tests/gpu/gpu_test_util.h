@@ -16,6 +16,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/gdn_types.h"
 #include "kernels/oracle/gdn_oracle.h"
+#include "kernels/state_page_codec.h"
 #include "kernels/testing/backend_runner.h"
 #include "kernels/testing/error_stats.h"
 #include "kernels/testing/gdn_test_inputs.h"
@@ -60,19 +61,16 @@ inline absl::StatusOr<std::vector<float>> ReadOutput(Backend& backend, const Gdn
   return values;
 }
 
-// One state page [Hv, K, V] as fp32.
+// One state page [Hv, K, V] as fp32 (any state dtype: int8 / fp8 codes
+// times their scales).
 inline absl::StatusOr<std::vector<float>> ReadPage(Backend& backend, const GdnOptions& options,
                                                    const GdnParams& params, int32_t page) {
-  const LayerShape& s = options.shape;
-  const size_t n = static_cast<size_t>(s.num_v_heads) * s.head_dim_k * s.head_dim_v;
-  const bool f32 = options.state_dtype == StateDType::kF32;
-  std::vector<uint8_t> bytes(n * (f32 ? 4 : 2));
+  const StatePageFormat format = StatePageFormat::For(options);
+  std::vector<uint8_t> bytes(format.payload_bytes());
   const char* src = static_cast<const char*>(params.pool.base) + params.pool.page_bytes * page;
   if (absl::Status st = backend.CopyToHost(bytes.data(), src, bytes.size()); !st.ok()) return st;
   if (absl::Status st = backend.Synchronize(); !st.ok()) return st;
-  std::vector<float> values(n);
-  ConvertToFloat(bytes.data(), f32 ? DType::kF32 : DType::kBF16, n, values.data());
-  return values;
+  return DecodeStatePage(format, bytes.data());
 }
 
 class CudaBackendTest : public ::testing::Test {

@@ -16,6 +16,10 @@ TEST(GdnTypesTest, ElementSizes) {
   EXPECT_EQ(DTypeSize(DType::kF16), 2u);
   EXPECT_EQ(StateDTypeSize(StateDType::kF32), 4u);
   EXPECT_EQ(StateDTypeSize(StateDType::kBF16), 2u);
+  EXPECT_EQ(StateDTypeSize(StateDType::kInt8), 1u);
+  EXPECT_EQ(StateDTypeSize(StateDType::kFP8), 1u);
+  EXPECT_FALSE(IsQuantizedState(StateDType::kBF16));
+  EXPECT_TRUE(IsQuantizedState(StateDType::kFP8));
 }
 
 TEST(GdnTypesTest, NamesRoundTripThroughParse) {
@@ -24,11 +28,19 @@ TEST(GdnTypesTest, NamesRoundTripThroughParse) {
     ASSERT_TRUE(ParseDType(DTypeName(d), &parsed)) << DTypeName(d);
     EXPECT_EQ(parsed, d);
   }
-  for (StateDType d : {StateDType::kF32, StateDType::kBF16}) {
+  for (StateDType d : {StateDType::kF32, StateDType::kBF16, StateDType::kInt8, StateDType::kFP8}) {
     StateDType parsed = d == StateDType::kF32 ? StateDType::kBF16 : StateDType::kF32;
     ASSERT_TRUE(ParseStateDType(StateDTypeName(d), &parsed));
     EXPECT_EQ(parsed, d);
   }
+  for (StateRounding r : {StateRounding::kNearest, StateRounding::kStochastic}) {
+    StateRounding parsed =
+        r == StateRounding::kNearest ? StateRounding::kStochastic : StateRounding::kNearest;
+    ASSERT_TRUE(ParseStateRounding(StateRoundingName(r), &parsed));
+    EXPECT_EQ(parsed, r);
+  }
+  StateRounding rounding;
+  EXPECT_FALSE(ParseStateRounding("truncate", &rounding));
   for (GatingMode m : {GatingMode::kDirect, GatingMode::kFused}) {
     GatingMode parsed =
         m == GatingMode::kDirect ? GatingMode::kFused : GatingMode::kDirect;
@@ -59,6 +71,32 @@ TEST(GdnTypesTest, EffectiveScaleDefaultsToInverseSqrtK) {
   EXPECT_FLOAT_EQ(options.effective_scale(), 1.0f / std::sqrt(128.0f));
   options.scale = 0.3f;
   EXPECT_FLOAT_EQ(options.effective_scale(), 0.3f);
+}
+
+// int8 / fp8: codes, then one fp32 scale per (head, kStateScaleCols columns).
+TEST(GdnTypesTest, QuantizedPageLayoutHoldsScalesAfterTheCodes) {
+  for (int hv : {1, 3, 32}) {
+    for (int k : {64, 128}) {
+      for (int v : {64, 128}) {
+        for (StateDType d : {StateDType::kInt8, StateDType::kFP8}) {
+          const StatePageLayout layout = StatePageLayout::For({1, hv, k, v}, d);
+          EXPECT_EQ(layout.state_bytes, size_t(hv) * k * v);
+          EXPECT_EQ(layout.scales_bytes, size_t(hv) * v / kStateScaleCols * 4);
+          EXPECT_EQ(layout.page_bytes % 256, 0u);
+          EXPECT_GE(layout.page_bytes, layout.state_bytes + layout.scales_bytes);
+          EXPECT_LT(layout.page_bytes, layout.state_bytes + layout.scales_bytes + 256);
+        }
+      }
+    }
+  }
+  GdnOptions options;
+  options.state_dtype = StateDType::kInt8;
+  EXPECT_NE(DescribeOptions(options).find("state=int8/nearest"), std::string::npos);
+  options.state_rounding = static_cast<StateRounding>(7);
+  EXPECT_FALSE(ValidateOptions(options).ok());
+  options.state_rounding = StateRounding::kNearest;
+  options.state_dtype = static_cast<StateDType>(9);
+  EXPECT_FALSE(ValidateOptions(options).ok());
 }
 
 TEST(GdnTypesTest, PageLayoutIsStateBytesRoundedTo256) {

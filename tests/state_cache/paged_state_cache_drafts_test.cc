@@ -87,6 +87,10 @@ TEST_F(DraftTest, EveryAcceptanceKeepsItsState) {
       const std::vector<std::vector<uint8_t>> states = Draft("s", 1, tokens);
       EXPECT_EQ(*cache_->Position("s", 1), 3 + tokens);
       EXPECT_EQ(cache_->OpenDraftTokens("s", 1), tokens);
+      // Facts agrees with Position and OpenDraftTokens (admission's one lookup).
+      EXPECT_EQ(cache_->Facts("s", 1).position, 3 + tokens);
+      EXPECT_EQ(cache_->Facts("s", 1).open_draft_tokens, tokens);
+      EXPECT_EQ(cache_->Facts("s", 0).open_draft_tokens, 0);
       EXPECT_EQ(DescribeLayer(*cache_, "s", 1).draft_tokens, tokens);
       EXPECT_EQ(DescribeLayer(*cache_, "s", 0).draft_tokens, 0);
       EXPECT_EQ(cache_->Stats().draft_pages, tokens - 1);

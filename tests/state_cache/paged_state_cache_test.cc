@@ -86,6 +86,14 @@ TEST_F(PagedStateCacheTest, BadIdsAndLayers) {
   EXPECT_EQ(cache_->ForkSession("x", "y").code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(cache_->ForkSession("s", "s").code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(cache_->ForkSession("s", "").code(), absl::StatusCode::kInvalidArgument);
+  // Facts: what the one lookup of admission sees for bad ids (nothing).
+  EXPECT_FALSE(cache_->Facts("x", 0).session_exists);
+  for (int32_t layer : {-1, 3}) {
+    const StateCache::LayerFacts facts = cache_->Facts("s", layer);
+    EXPECT_TRUE(facts.session_exists);
+    EXPECT_EQ(facts.position, 0);
+    EXPECT_EQ(facts.open_draft_tokens, 0);
+  }
 }
 
 TEST_F(PagedStateCacheTest, FirstWriteReadsZeroAndGetsLowestFreePage) {

@@ -71,6 +71,7 @@ struct ChunkArgs {
   bool l2_norm_qk = false;
   DType io_dtype = DType::kBF16;              // q, k, v, o
   StateDType state_dtype = StateDType::kF32;  // the pages
+  bool stochastic_rounding = false;           // int8 / fp8 stores (state_quant.h)
   // Kernel 1's variant, ChunkPrepBlockedKernel (chunk_prep_blocked.cuh): 3
   // fp32 merges and direct stores, 4 tensor-core merges and staged stores
   // (0 - 2 were earlier kernels, see bench/results/2026-12-01-prefill-v3.md).

@@ -65,6 +65,9 @@ struct ChainSmem {
   static constexpr int kStageElems = 64 * kStrideK + K * kStrideC + 64 * kStrideU +
                                      (kFused ? 64 * kStrideK + 64 * kStrideC : 0);
   static constexpr int kBytes = (kStages * kStageElems + VT * kStrideK + VT * kStrideC) * 2;
+  // After kBytes, for int8 / fp8 pages only (the launch adds it then): the
+  // chain warps' max |x| per column pair, [4 row warps][VT / 2] (state_tile.cuh).
+  static constexpr int kQuantBytes = 4 * (VT / 2) * 4;
 };
 
 // rows x cols 16-bit elements (cols a multiple of 8) from shared memory (rows
@@ -105,6 +108,7 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
   Op* stage_base = reinterpret_cast<Op*>(smem);
   Op* sT_s = stage_base + kStages * Smem::kStageElems;
   Op* uT_s = sT_s + VT * kSK;
+  uint32_t* amax_s = reinterpret_cast<uint32_t*>(smem + Smem::kBytes);  // int8 / fp8 only
 
   const int Hv = args.num_v_heads;
   const int vt = blockIdx.x % kTiles;
@@ -273,7 +277,10 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
           done < seq_end - seq_begin) {
         const int id = args.checkpoint_pages[n * args.checkpoints_per_seq +
                                              done / args.checkpoint_interval - 1];
-        if (id != kZeroStatePage) StoreStatePage<K, V>(args, id, h, v0, S, rw, e0, lane);
+        if (id != kZeroStatePage) {
+          StoreStatePage<K, V, VT, MT, NT, kChainWarps * 32>(args, id, h, v0, S, rw, e0, lane,
+                                                             amax_s, seq_begin + done - 1);
+        }
       }
     } else if constexpr (kFused) {
       // O += P U', then o for the chunk's real tokens.
@@ -286,7 +293,8 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
   CpAsyncWaitAll();
 
   if (is_chain && pages_ok) {
-    StoreStatePage<K, V>(args, args.final_pages[n], h, v0, S, rw, e0, lane);
+    StoreStatePage<K, V, VT, MT, NT, kChainWarps * 32>(args, args.final_pages[n], h, v0, S, rw,
+                                                       e0, lane, amax_s, seq_end - 1);
   }
   if constexpr (!kFused) {  // every chunk's hs / un and the final state
     __syncthreads();

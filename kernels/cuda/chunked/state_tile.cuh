@@ -14,6 +14,7 @@
 #include "kernels/cuda/chunked/chunk_args.h"
 #include "kernels/cuda/chunked/mma_16bit.cuh"
 #include "kernels/gdn_params.h"
+#include "kernels/state_quant.h"
 
 namespace gdn::cuda::chunked {
 
@@ -107,6 +108,27 @@ __device__ __forceinline__ bool PagesOk(const ChunkArgs& args, int n) {
   return ok;
 }
 
+// Element `at` of a page of `dtype` as fp32; int8 / fp8 codes times the
+// scale of their column pair (kernels/state_quant.h: fp32 scales [Hv, V / 2]
+// after the [Hv, K, V] codes; `col` = h * V + the column).
+__device__ __forceinline__ float PageElement(const char* page, StateDType dtype, int64_t at,
+                                             int64_t codes_bytes, int64_t col) {
+  switch (dtype) {
+    case StateDType::kF32: return reinterpret_cast<const float*>(page)[at];
+    case StateDType::kBF16: return __bfloat162float(reinterpret_cast<const bf16*>(page)[at]);
+    case StateDType::kInt8:
+    case StateDType::kFP8: {
+      const float scale =
+          reinterpret_cast<const float*>(page + codes_bytes)[col / kStateScaleCols];
+      const uint8_t code = reinterpret_cast<const uint8_t*>(page)[at];
+      return (dtype == StateDType::kInt8 ? quant::DecodeInt8(static_cast<int8_t>(code))
+                                         : quant::DecodeFp8(code)) *
+             scale;
+    }
+  }
+  return 0.f;
+}
+
 // S = the initial page's tile (head h, columns v0 + e0 ..; zero for
 // kZeroStatePage, NaN when !pages_ok), and its transpose in Op into
 // sT_s[e][d] (`stride` elements per row e).
@@ -118,8 +140,8 @@ __device__ __forceinline__ void LoadInitialState(float (&S)[MT][NT][4], Op* sT_s
   const int ip = args.initial_pages[n];
   const char* init = nullptr;  // the page; elements of args.state_dtype
   if (pages_ok && ip != kZeroStatePage) init = args.pool_base + ip * args.page_bytes;
-  const bool f32_state = args.state_dtype == StateDType::kF32;
   const int64_t tile_offset = static_cast<int64_t>(h) * K * V + v0;
+  const int64_t codes_bytes = static_cast<int64_t>(args.num_v_heads) * K * V;  // int8 / fp8
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -132,9 +154,8 @@ __device__ __forceinline__ void LoadInitialState(float (&S)[MT][NT][4], Op* sT_s
         if (!pages_ok) {
           x = __int_as_float(0x7fc00000);  // NaN
         } else if (init != nullptr) {
-          const int64_t at = tile_offset + d * V + e;
-          x = f32_state ? reinterpret_cast<const float*>(init)[at]
-                        : __bfloat162float(reinterpret_cast<const bf16*>(init)[at]);
+          x = PageElement(init, args.state_dtype, tile_offset + d * V + e, codes_bytes,
+                          static_cast<int64_t>(h) * V + v0 + e);
         }
         S[mt][nt][r] = x;
         sT_s[e * stride + d] = OpFromFloat<Op>(x);
@@ -167,14 +188,108 @@ __device__ __forceinline__ void StoreStateTranspose(Op* sT_s, int stride,
   }
 }
 
+// Barrier over the chain warps only (named barrier 1; the o warps of the
+// fused form never store states).
+template <int kThreads>
+__device__ __forceinline__ void ChainBarrier() {
+  asm volatile("bar.sync 1, %0;" ::"n"(kThreads) : "memory");
+}
+
+// int8 / fp8 store of the tile (kernels/state_quant.h): a thread's
+// accumulators hold whole column pairs (2 tig, 2 tig + 1), i.e. whole scale
+// groups; max |x| (AbsBits) over its rows, over the 8 lanes of its column
+// pair (shuffles), then over the 4 row warps rw through amax_s [4][VT / 2]
+// (kThreads chain threads, two named barriers); then the codes, and row
+// warp 0 writes the scales. last_token: the state's last token (its gates
+// salt stochastic rounding).
+template <int K, int V, int VT, int MT, int NT, int kThreads>
+__device__ __forceinline__ void StoreQuantStatePage(const ChunkArgs& args, char* fin, int h,
+                                                    int v0, const float (&S)[MT][NT][4], int rw,
+                                                    int e0, int lane, uint32_t* amax_s,
+                                                    int64_t last_token) {
+  static_assert(kStateScaleCols == 2, "a column pair per scale: the mma accumulator pair");
+  const int group = lane >> 2, tig = lane & 3;
+  uint32_t m[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    m[nt] = 0;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) m[nt] = max(m[nt], quant::AbsBits(S[mt][nt][r]));
+#pragma unroll
+    for (int offset = 4; offset < 32; offset *= 2) {
+      m[nt] = max(m[nt], __shfl_xor_sync(0xffffffffu, m[nt], offset));
+    }
+  }
+  ChainBarrier<kThreads>();  // an earlier store's readers of amax_s are done
+  if (group == 0) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) amax_s[rw * (VT / 2) + (e0 + nt * 8) / 2 + tig] = m[nt];
+  }
+  ChainBarrier<kThreads>();
+  const bool int8 = args.state_dtype == StateDType::kInt8;
+  const bool stochastic = args.stochastic_rounding;
+  uint32_t salt = 0;
+  if (stochastic) {
+    const int64_t gi = last_token * args.num_v_heads + h;
+    salt = args.fused_gating ? quant::RoundingSalt(args.a[gi], args.b[gi])
+                             : quant::RoundingSalt(args.g[gi], args.beta[gi]);
+  }
+  float scale[NT], inv[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    uint32_t a = 0;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) a = max(a, amax_s[w * (VT / 2) + (e0 + nt * 8) / 2 + tig]);
+    const quant::GroupScale gs = quant::GroupScaleFor(a, int8 ? quant::kInt8Max : quant::kFp8Max);
+    scale[nt] = gs.scale;
+    inv[nt] = gs.inv;
+  }
+  const int64_t tile_offset = static_cast<int64_t>(h) * K * V + v0;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int d = rw * (K / 4) + mt * 16 + group + 8 * half;
+        const int e = e0 + nt * 8 + 2 * tig;
+        const int64_t at = tile_offset + d * V + e;
+        uint32_t codes = 0;
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const float x = S[mt][nt][2 * half + j];
+          const uint32_t bits = stochastic ? quant::ElementBits(salt, (uint32_t)(at + j)) : 0u;
+          const uint32_t c = int8 ? static_cast<uint8_t>(quant::EncodeInt8(x, inv[nt], stochastic, bits))
+                                  : quant::EncodeFp8(x, inv[nt], stochastic, bits);
+          codes |= c << (8 * j);
+        }
+        *reinterpret_cast<uint16_t*>(fin + at) = static_cast<uint16_t>(codes);
+      }
+  if (rw == 0 && group == 0) {
+    float* scales = reinterpret_cast<float*>(fin + static_cast<int64_t>(args.num_v_heads) * K * V);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      scales[(static_cast<int64_t>(h) * V + v0 + e0 + nt * 8 + 2 * tig) / 2] = scale[nt];
+    }
+  }
+}
+
 // Page `page`'s tile (head h, columns v0 + e0 ..) = S, in the pages' dtype
-// (the final page, or a checkpoint's).
-template <int K, int V, int MT, int NT>
+// (the final page, or a checkpoint's). Every chain thread calls it (int8 /
+// fp8 stores synchronise the chain warps: StoreQuantStatePage).
+template <int K, int V, int VT, int MT, int NT, int kThreads>
 __device__ __forceinline__ void StoreStatePage(const ChunkArgs& args, int page, int h, int v0,
                                                const float (&S)[MT][NT][4], int rw, int e0,
-                                               int lane) {
+                                               int lane, uint32_t* amax_s, int64_t last_token) {
   const int group = lane >> 2, tig = lane & 3;
   char* fin = args.pool_base + static_cast<int64_t>(page) * args.page_bytes;
+  if (IsQuantizedState(args.state_dtype)) {
+    StoreQuantStatePage<K, V, VT, MT, NT, kThreads>(args, fin, h, v0, S, rw, e0, lane, amax_s,
+                                                     last_token);
+    return;
+  }
   const bool f32_state = args.state_dtype == StateDType::kF32;
   const int64_t tile_offset = static_cast<int64_t>(h) * K * V + v0;
 #pragma unroll

@@ -37,12 +37,13 @@ class Client(ClientCore):
 
     def __init__(self, target: str, *, root_certificates=None, token: Optional[str] = None,
                  timeout: Optional[float] = None, channel_options: Sequence[Tuple[str, Any]] = (),
-                 **kwargs):
+                 certificate_chain=None, private_key=None, **kwargs):
         super().__init__(target, root_certificates=root_certificates, token=token,
                          timeout=timeout, **kwargs)
         self._channel = make_aio_channel(target, root_certificates=root_certificates,
                                          max_message_bytes=self.max_message_bytes,
-                                         extra_options=channel_options)
+                                         extra_options=channel_options,
+                                         certificate_chain=certificate_chain, private_key=private_key)
         self._calls = bind_methods(self._channel)
 
     async def close(self) -> None:
@@ -119,9 +120,17 @@ class Client(ClientCore):
             session_id=session_id, position=position, layers=list(layers)), session_id, timeout)
 
     async def list_sessions(self, timeout: Optional[float] = None) -> List[str]:
-        response = await self._unary("ListSessions", gdn_pb2.ListSessionsRequest(),
-                                     timeout=timeout)
-        return list(response.session_ids)
+        """As Client.list_sessions."""
+        ids: List[str] = []
+        token = ""
+        while True:
+            response = await self._unary("ListSessions",
+                                         gdn_pb2.ListSessionsRequest(page_token=token),
+                                         timeout=timeout)
+            ids.extend(response.session_ids)
+            token = response.next_page_token
+            if not token:
+                return ids
 
     async def export_session(self, session_id: str, timeout: Optional[float] = None) -> bytes:
         call = self._calls["ExportSession"]

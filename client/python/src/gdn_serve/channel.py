@@ -57,29 +57,45 @@ def channel_options(max_message_bytes: int, extra: Sequence[Tuple[str, Any]] = (
              ("grpc.max_receive_message_length", limit)] + TRANSPORT_OPTIONS + list(extra))
 
 
-def _credentials(root_certificates: Optional[Union[bytes, str]]):
-    if isinstance(root_certificates, str):
-        with open(root_certificates, "rb") as f:
-            root_certificates = f.read()
-    return grpc.ssl_channel_credentials(root_certificates=root_certificates)
+def _pem(value: Optional[Union[bytes, str]]) -> Optional[bytes]:
+    """PEM bytes, read from the file when given a path."""
+    if isinstance(value, str):
+        with open(value, "rb") as f:
+            return f.read()
+    return value
+
+
+def _credentials(root_certificates: Optional[Union[bytes, str]], certificate_chain=None,
+                 private_key=None):
+    if (certificate_chain is None) != (private_key is None):
+        raise ValueError("a client certificate needs its key, and a key its certificate")
+    return grpc.ssl_channel_credentials(root_certificates=_pem(root_certificates),
+                                        private_key=_pem(private_key),
+                                        certificate_chain=_pem(certificate_chain))
 
 
 def make_channel(target: str, *, root_certificates=None, max_message_bytes: int,
-                 extra_options: Sequence[Tuple[str, Any]] = ()) -> grpc.Channel:
-    """A sync channel: TLS when root_certificates (PEM bytes or a file path) is given."""
+                 extra_options: Sequence[Tuple[str, Any]] = (),
+                 certificate_chain=None, private_key=None) -> grpc.Channel:
+    """A sync channel: TLS when root_certificates (PEM bytes or a file path) is given;
+    certificate_chain and private_key (PEM bytes or paths) add a client certificate
+    (mutual TLS)."""
     options = channel_options(max_message_bytes, extra_options)
     if root_certificates is None:
         return grpc.insecure_channel(target, options=options)
-    return grpc.secure_channel(target, _credentials(root_certificates), options=options)
+    return grpc.secure_channel(
+        target, _credentials(root_certificates, certificate_chain, private_key), options=options)
 
 
 def make_aio_channel(target: str, *, root_certificates=None, max_message_bytes: int,
-                     extra_options: Sequence[Tuple[str, Any]] = ()):
+                     extra_options: Sequence[Tuple[str, Any]] = (),
+                     certificate_chain=None, private_key=None):
     """The grpc.aio form of make_channel (call from within an event loop)."""
     options = channel_options(max_message_bytes, extra_options)
     if root_certificates is None:
         return grpc.aio.insecure_channel(target, options=options)
-    return grpc.aio.secure_channel(target, _credentials(root_certificates), options=options)
+    return grpc.aio.secure_channel(
+        target, _credentials(root_certificates, certificate_chain, private_key), options=options)
 
 
 def bind_methods(channel) -> dict:

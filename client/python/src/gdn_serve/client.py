@@ -31,12 +31,13 @@ class Client(ClientCore):
 
     def __init__(self, target: str, *, root_certificates=None, token: Optional[str] = None,
                  timeout: Optional[float] = None, channel_options: Sequence[Tuple[str, Any]] = (),
-                 **kwargs):
+                 certificate_chain=None, private_key=None, **kwargs):
         super().__init__(target, root_certificates=root_certificates, token=token,
                          timeout=timeout, **kwargs)
         self._channel = make_channel(target, root_certificates=root_certificates,
                                      max_message_bytes=self.max_message_bytes,
-                                     extra_options=channel_options)
+                                     extra_options=channel_options,
+                                     certificate_chain=certificate_chain, private_key=private_key)
         self._calls = bind_methods(self._channel)
 
     def close(self) -> None:
@@ -133,9 +134,17 @@ class Client(ClientCore):
             session_id=session_id, position=position, layers=list(layers)), session_id, timeout)
 
     def list_sessions(self, timeout: Optional[float] = None) -> List[str]:
-        """The ids of the sessions this server holds."""
-        return list(self._unary("ListSessions", gdn_pb2.ListSessionsRequest(),
-                                timeout=timeout).session_ids)
+        """The ids of the caller's sessions on this server (its tenant's when the
+        server has tokens), in id order, following ListSessions' pages."""
+        ids: List[str] = []
+        token = ""
+        while True:
+            response = self._unary("ListSessions", gdn_pb2.ListSessionsRequest(page_token=token),
+                                   timeout=timeout)
+            ids.extend(response.session_ids)
+            token = response.next_page_token
+            if not token:
+                return ids
 
     def export_session(self, session_id: str, timeout: Optional[float] = None) -> bytes:
         """The session's states as .gdnsnap bytes (the file gdn-cli export writes)."""

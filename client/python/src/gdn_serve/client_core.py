@@ -39,8 +39,10 @@ class ClientCore:
     """Options and pure helpers; subclasses do the calls.
 
     target: "host:port". root_certificates: PEM bytes or a file path (TLS);
-    None: plaintext. token: sent as "authorization: Bearer <token>" on every
-    call. timeout: seconds per call (None: no deadline). max_message_bytes:
+    None: plaintext. certificate_chain / private_key (Client, aio.Client):
+    a client certificate for a server that asks for one (mutual TLS), PEM
+    bytes or paths. token: sent as "authorization: Bearer <token>" on every
+    call (a server with --tokens_file maps it to a tenant: README, Security). timeout: seconds per call (None: no deadline). max_message_bytes:
     the client's message limit (the server's, from GetServerInfo, applies too).
     max_part_bytes: Forward calls larger than this go as several parts (see
     DEFAULT_MAX_PART_BYTES). retry: the policy for UNAVAILABLE
