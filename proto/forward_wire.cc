@@ -85,7 +85,7 @@ bool ExpectWireType(uint32_t tag, WireFormatLite::WireType type) {
 // reads it. CodedInputStream takes a tag varint of up to 10 bytes and keeps
 // its low 32 bits, and field number 0; the parser refuses both, and so do
 // the scanners: such a tag comes back as kMalformedTag, whose wire type (7)
-// no field accepts and SkipField refuses.
+// no field accepts and SkipUnknownField refuses.
 constexpr uint32_t kMalformedTag = 0xffffffff;
 uint32_t ReadTag(CodedInputStream& in) {
   const int before = in.CurrentPosition();
@@ -95,6 +95,26 @@ uint32_t ReadTag(CodedInputStream& in) {
     return kMalformedTag;
   }
   return tag;
+}
+
+// Skips an unknown field as protobuf's parser would accept it. A group's
+// fields are read with ReadTag too (WireFormatLite::SkipField reads them
+// with CodedInputStream's lenient tags, which the parser refuses), nested at
+// most as deep as protobuf's default recursion limit; an end-group tag must
+// close the group it is in.
+bool SkipUnknownField(CodedInputStream& in, uint32_t tag, int depth = 0) {
+  if (WireFormatLite::GetTagWireType(tag) != WireFormatLite::WIRETYPE_START_GROUP) {
+    return WireFormatLite::GetTagWireType(tag) != WireFormatLite::WIRETYPE_END_GROUP &&
+           WireFormatLite::SkipField(&in, tag);
+  }
+  if (depth >= 100) return false;
+  while (const uint32_t inner = ReadTag(in)) {
+    if (WireFormatLite::GetTagWireType(inner) == WireFormatLite::WIRETYPE_END_GROUP) {
+      return WireFormatLite::GetTagFieldNumber(inner) == WireFormatLite::GetTagFieldNumber(tag);
+    }
+    if (!SkipUnknownField(in, inner, depth + 1)) return false;
+  }
+  return false;  // the message ended inside the group
 }
 
 // Reads a length and limits the stream to that many bytes: false when the
@@ -184,7 +204,7 @@ absl::Status ReadTensor(CodedInputStream& in, absl::string_view message,
         break;
       }
       default:
-        if (!WireFormatLite::SkipField(&in, tag)) {
+        if (!SkipUnknownField(in, tag)) {
           return NotA(message, absl::StrCat(name, ": malformed field"));
         }
     }
@@ -393,7 +413,7 @@ absl::StatusOr<ForwardRequestFields> ScanForwardRequest(const WireMessage& messa
         return NotA("ForwardRequest", "o_region: malformed");
       }
       f.has_o_region = true;
-    } else if (!WireFormatLite::SkipField(&in, tag)) {
+    } else if (!SkipUnknownField(in, tag)) {
       return NotA("ForwardRequest", absl::StrCat("field ", field, ": malformed"));
     }
   }
@@ -436,7 +456,7 @@ absl::StatusOr<ForwardResponseFields> ScanForwardResponse(const WireMessage& mes
     } else if (field == 5 && ExpectWireType(tag, kLength)) {
       ok = WireFormatLite::ReadString(&in, &f.error_message);
     } else {
-      ok = WireFormatLite::SkipField(&in, tag);
+      ok = SkipUnknownField(in, tag);
     }
     if (!ok) return NotA("ForwardResponse", absl::StrCat("field ", field, ": malformed"));
   }

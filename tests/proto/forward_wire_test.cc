@@ -227,6 +227,11 @@ TEST(ForwardWireTest, BytesProtobufRefusesDoNotScan) {
       "\x6a\x07\x0a\x01r"s,                 // o_region: 7 claimed, 3 left
       "\x9a\x80\x80\x80\x80\x01\x00"s,     // q's tag in 6 bytes
       "\x02\x00"s,                           // field number 0
+      // An unknown group (field 100) holding a tag in 6 bytes: skipping it
+      // with CodedInputStream's lenient tags accepted it (the fuzzer, seed 1).
+      "\xa3\x06\x88\x80\x80\x80\x80\x01\x00\xa4\x06"s,
+      "\xa3\x06\x08\x01"s,                   // a group the message ends inside
+      "\xa3\x06\x08\x01\xac\x06"s,           // closed by field 101's end-group
   };
   for (const std::string& bytes : refused) {
     SCOPED_TRACE(absl::CEscape(bytes));
@@ -250,6 +255,7 @@ TEST(ForwardWireTest, BytesProtobufRefusesDoNotScan) {
       "\x0a\x49"s,              // o: 73 bytes claimed, none left
       "\x12\x03\x01"s,          // positions: 3 packed bytes claimed, 1 left
       "\xfd\xff\xff\xff\xff\xff\xff\xff\xff\x0f\x00\x00\x00\x00"s,  // a 10-byte tag
+      "\x4b\x88\x80\x80\x80\x80\x01\x00\x4c"s,  // a 6-byte tag inside a group
   };
   for (const std::string& bytes : responses) {
     SCOPED_TRACE(absl::CEscape(bytes));
@@ -258,6 +264,26 @@ TEST(ForwardWireTest, BytesProtobufRefusesDoNotScan) {
     absl::StatusOr<ForwardResponseFields> f = ScanForwardResponse(WireMessage::FromString(bytes));
     EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
   }
+}
+
+// An unknown group that protobuf accepts (nested, closed by its own
+// end-group) is skipped, in requests and responses alike.
+TEST(ForwardWireTest, WellFormedUnknownGroupsAreSkipped) {
+  using namespace std::string_literals;
+  // field 100 { 1: 1, 10 { 2: 2 } }
+  const std::string group = "\xa3\x06\x08\x01\x53\x10\x02\x54\xa4\x06"s;
+  gdn::v1::ForwardRequest request;
+  ASSERT_TRUE(request.ParseFromString(group + "\x08\x03"s));  // layer 3 after it
+  absl::StatusOr<ForwardRequestFields> f =
+      ScanForwardRequest(WireMessage::FromString(group + "\x08\x03"s));
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->layer, 3);
+  gdn::v1::ForwardResponse response;
+  ASSERT_TRUE(response.ParseFromString(group + "\x18\x07"s));  // request_id 7 after it
+  absl::StatusOr<ForwardResponseFields> g =
+      ScanForwardResponse(WireMessage::FromString(group + "\x18\x07"s));
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->request_id, 7u);
 }
 
 TEST(ForwardWireTest, TruncatedAndCorruptedBytesNeverCrashAndSpansStayInside) {
