@@ -7,6 +7,7 @@
 #include <climits>
 
 #include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
 
 namespace gdn::wire {
 namespace {
@@ -44,6 +45,10 @@ void ApplyServerTransport(const TransportOptions& options, grpc::ServerBuilder* 
 void KeepFreedMemoryForLargeMessages() {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest allowed value
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
+void SkipMutexDeadlockDetection() {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 }
 
 bool IsUnixAddress(absl::string_view address) { return absl::StartsWith(address, "unix:"); }

@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
   gdn::wire::KeepFreedMemoryForLargeMessages();
+  gdn::wire::SkipMutexDeadlockDetection();
   absl::StatusOr<gdn::ServerConfig> config = gdn::ServerConfigFromFlags();
   if (!config.ok()) {
     std::cerr << "gdn-server: " << config.status().message() << std::endl;

@@ -118,6 +118,7 @@ int main(int argc, char** argv) {
       "the cheapest Forward client: gdn-min-client --server=ADDR --sessions=N --tokens=T");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   gdn::wire::KeepFreedMemoryForLargeMessages();  // as gdn-server does
+  gdn::wire::SkipMutexDeadlockDetection();
   if (args.size() > 1) return Fail(std::string("unexpected argument ") + args[1], 2);
   absl::StatusOr<gdn::client::RawCallApi> api =
       gdn::client::ParseRawCallApi(absl::GetFlag(FLAGS_call_api));

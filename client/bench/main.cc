@@ -247,6 +247,7 @@ int main(int argc, char** argv) {
       "[--json_out=F --csv_out=F --plot=F.png]  (client/bench/README.md)");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   gdn::wire::KeepFreedMemoryForLargeMessages();  // as gdn-server does
+  gdn::wire::SkipMutexDeadlockDetection();
   if (args.size() > 1) {
     std::cerr << "gdn-bench: unexpected argument '" << args[1] << "' (flags only)\n";
     return 2;

@@ -30,29 +30,40 @@ namespace gdn::cuda {
 // kStateScaleCols floats (recurrent_quant.cuh).
 template <typename Shape, int kStages>
 inline constexpr size_t kDeepTileSmemBytes =
-    size_t{kStages} * Shape::kRowsPerThread * Shape::kThreads * sizeof(uint4) +
+    size_t{kStages} * Shape::kRowsPerThread * Shape::kThreads *
+        sizeof(typename Shape::RowBits) +
     (kQuantState<typename Shape::StateT>
          ? size_t{kStages} * Shape::kVTile / kStateScaleCols * sizeof(float)
          : 0u);
 
 template <typename Shape, int kStages>
-__device__ __forceinline__ float* DeepScaleSlot(uint4* ring, int stage) {
+__device__ __forceinline__ float* DeepScaleSlot(typename Shape::RowBits* ring, int stage) {
   return reinterpret_cast<float*>(ring + kStages * Shape::kRowsPerThread * Shape::kThreads) +
          stage * (Shape::kVTile / kStateScaleCols);
 }
 
-// 16-byte global -> shared copy that bypasses L1 (the state is streamed).
-__device__ __forceinline__ void CopyRowAsync(uint4* smem_dst, const void* global_src) {
+// One row vector global -> shared: 16 bytes bypass L1 (the state is
+// streamed); cp.async.cg takes only 16, so 8-byte int8 / fp8 rows go through
+// L1 (cp.async.ca).
+template <typename RowBits>
+__device__ __forceinline__ void CopyRowAsync(RowBits* smem_dst, const void* global_src) {
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(global_src)
-               : "memory");
+  if constexpr (sizeof(RowBits) == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(global_src)
+                 : "memory");
+  } else {
+    static_assert(sizeof(RowBits) == 8, "16- or 8-byte rows");
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst), "l"(global_src)
+                 : "memory");
+  }
 }
 
 // Issues this thread's rows of item `item_index`'s initial tile into ring
 // slot `stage` (nothing for an item past the end, a zero or unusable page).
 template <typename Shape, int kStages>
 __device__ __forceinline__ void PrefetchDeepTile(const RecurrentParams& p, int item_index,
-                                                 int num_items, uint4* ring, int stage) {
+                                                 int num_items, typename Shape::RowBits* ring,
+                                                 int stage) {
   using StateT = typename Shape::StateT;
   if (item_index >= num_items) return;
   const RecurrentItem it = LoadItem<Shape>(p, item_index);
@@ -74,7 +85,9 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
   using StateT = typename Shape::StateT;
   constexpr int kRows = Shape::kRowsPerThread;
   __shared__ RecurrentSmem<Shape> smem;
-  extern __shared__ uint4 ring[];  // [kStages][kRows][kThreads]
+  extern __shared__ uint4 dynamic_smem[];
+  // [kStages][kRows][kThreads] row vectors, then the scale slots.
+  auto* ring = reinterpret_cast<typename Shape::RowBits*>(dynamic_smem);
 
   TriggerDependentLaunch();
   int item = blockIdx.x;
@@ -107,8 +120,9 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
     const bool has_state = cur.initial_page >= 0 && cur.pages_ok;
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      const uint4 raw = has_state ? ring[(stage * kRows + r) * Shape::kThreads + threadIdx.x]
-                                  : make_uint4(0, 0, 0, 0);
+      const typename Shape::RowBits raw =
+          has_state ? ring[(stage * kRows + r) * Shape::kThreads + threadIdx.x]
+                    : typename Shape::RowBits{};
       UnpackState<StateT, Shape::kCols>(raw, s[r]);
     }
     __syncthreads();  // staged tokens (and an int8 / fp8 tile's scales) visible

@@ -63,16 +63,16 @@ struct RecurrentVariantShapes<__nv_bfloat16> {
                        kPersistentMinBlocks = 1;
 };
 
-// int8 / fp8: 16 columns per thread. Only kSmall (latency-bound grids) and
-// the two persistent kernels are compiled (recurrent_dispatch.cu refuses the
-// others): large grids are what the compressed pages are for. The
-// persistent shapes ask for 3 resident blocks (<= 170 registers; uncapped,
-// the quantising store took them to 174 - 189, i.e. 2 blocks and 16 warps
-// per SM): unmeasured on the device yet, bench/decode decides.
+// int8 / fp8: 8 columns per thread (recurrent_quant.cuh). Only kSmall
+// (latency-bound grids) and the two persistent kernels are compiled
+// (recurrent_dispatch.cu refuses the others): large grids are what the
+// compressed pages are for. The persistent shapes ask for 4 resident blocks
+// (<= 128 registers, 16 warps per SM; ptxas: no spills at K = V = 128, the
+// two-buffer kernel spills a little at K = 128, V = 64); bench/decode decides.
 struct QuantVariantShapes {
   static constexpr int kSmallTile = 32, kSmallThreads = 128, kSmallMinBlocks = 1;
-  static constexpr int kPersistentTile = 64, kPersistentThreads = 128, kPersistentMinBlocks = 3;
-  static constexpr int kDeepTile = 64, kDeepThreads = 128, kDeepMinBlocks = 3;
+  static constexpr int kPersistentTile = 64, kPersistentThreads = 128, kPersistentMinBlocks = 4;
+  static constexpr int kDeepTile = 64, kDeepThreads = 128, kDeepMinBlocks = 4;
 };
 template <>
 struct RecurrentVariantShapes<QInt8> : QuantVariantShapes {};

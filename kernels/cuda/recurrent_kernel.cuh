@@ -11,7 +11,8 @@
 //
 // Thread layout of a block of kThreads threads over a [kK, kVTile] tile:
 //   each thread owns kCols = 16 / sizeof(StateT) adjacent columns (one
-//   16-byte vector per row) and kRowsPerThread rows r * kRowGroups + rg;
+//   16-byte vector per row; int8 / fp8 codes: 8 columns, one 8-byte vector)
+//   and kRowsPerThread rows r * kRowGroups + rg;
 //   kThreadsPerRow = kVTile / kCols consecutive lanes cover one tile row, so
 //   a warp load instruction reads 32 / kThreadsPerRow whole row segments.
 // The reduction over K: shuffles across the row groups of a warp, then one
@@ -25,6 +26,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -92,21 +94,31 @@ __device__ __forceinline__ void StoreFromFloats(T* ptr, const float (&in)[N]) {
   }
 }
 
-// State rows: 16 bytes, streamed (read once, written once per call), so
-// both go around L1 and are marked evict-first in L2.
-__device__ __forceinline__ uint4 LoadStateRow(const void* ptr) {
-  return __ldcs(reinterpret_cast<const uint4*>(ptr));
+// State rows (Shape::RowBits: 16 bytes, 8 for int8 / fp8 codes), streamed
+// (read once, written once per call), so both go around L1 and are marked
+// evict-first in L2.
+template <typename RowBits>
+__device__ __forceinline__ RowBits LoadStateRow(const void* ptr) {
+  return __ldcs(reinterpret_cast<const RowBits*>(ptr));
 }
-__device__ __forceinline__ void StoreStateRow(void* ptr, uint4 value) {
-  __stcs(reinterpret_cast<uint4*>(ptr), value);
+template <typename RowBits>
+__device__ __forceinline__ void StoreStateRow(void* ptr, RowBits value) {
+  __stcs(reinterpret_cast<RowBits*>(ptr), value);
 }
 
-template <typename StateT, int N>
-__device__ __forceinline__ void UnpackState(uint4 raw, float (&out)[N]) {
-  static_assert(N * sizeof(StateT) == 16, "one 16-byte vector per row");
-  const Vec<StateT, N>& vec = *reinterpret_cast<const Vec<StateT, N>*>(&raw);
+// One row vector -> floats (int8 / fp8: the codes' values before the scale).
+template <typename StateT, int N, typename RowBits>
+__device__ __forceinline__ void UnpackState(const RowBits& raw, float (&out)[N]) {
+  static_assert(N * sizeof(StateT) == sizeof(RowBits), "one vector per row");
+  if constexpr (kQuantState<StateT>) {
+    const uint32_t* words = reinterpret_cast<const uint32_t*>(&raw);
 #pragma unroll
-  for (int i = 0; i < N; ++i) out[i] = ToFloat(vec.e[i]);
+    for (int w = 0; w < N / 4; ++w) DecodeCodeWord<StateT>(words[w], out + 4 * w);
+  } else {
+    const Vec<StateT, N>& vec = *reinterpret_cast<const Vec<StateT, N>*>(&raw);
+#pragma unroll
+    for (int i = 0; i < N; ++i) out[i] = ToFloat(vec.e[i]);
+  }
 }
 
 template <typename StateT, int N>
@@ -159,7 +171,10 @@ struct RecurrentShape {
   static constexpr int kThreads = kThreads_;
   static constexpr int kMinBlocks = kMinBlocks_;  // __launch_bounds__ residency hint
   static constexpr int kWarps = kThreads / 32;
-  static constexpr int kCols = 16 / static_cast<int>(sizeof(StateT));
+  // Columns per thread: one 16-byte vector per row; int8 / fp8 codes one
+  // 8-byte vector (recurrent_quant.cuh says why).
+  static constexpr int kCols = kQuantState<StateT> ? 8 : 16 / static_cast<int>(sizeof(StateT));
+  using RowBits = std::conditional_t<kCols * sizeof(StateT) == 16, uint4, uint2>;
   static constexpr int kThreadsPerRow = kVTile / kCols;
   static constexpr int kRowGroups = kThreads / kThreadsPerRow;
   static constexpr int kRowsPerThread = kK / kRowGroups;
@@ -168,7 +183,8 @@ struct RecurrentShape {
 
   static_assert(kThreads % 32 == 0, "whole warps");
   static_assert(kV % kVTile == 0, "V tiles cover V");
-  static_assert(kVTile % kCols == 0, "whole 16-byte vectors per row");
+  static_assert(kVTile % kCols == 0, "whole vectors per row");
+  static_assert(kCols * sizeof(StateT) == sizeof(RowBits), "a row vector is RowBits");
   static_assert(kThreadsPerRow >= 1 && 32 % kThreadsPerRow == 0,
                 "a row segment is covered by lanes of one warp");
   static_assert(kK % kRowGroups == 0 && kRowsPerThread >= 1, "rows split evenly");
@@ -354,90 +370,6 @@ __device__ __forceinline__ int64_t ThreadScaleOffset(const RecurrentParams& p,
   return ScaleOffset(p.num_v_heads, Shape::kK, Shape::kV, it.head, my_col);
 }
 
-// The int8 / fp8 store of the tile in registers (recurrent_quant.cuh): a
-// block-wide max |x| per scale group, then codes and scales. Every thread
-// of the block calls it (two barriers); last_token is the token whose gates
-// salt stochastic rounding.
-template <typename Shape>
-__device__ __forceinline__ void StoreQuantTile(
-    const RecurrentParams& p, RecurrentSmem<Shape>& smem, const RecurrentItem& it, int page,
-    const float (&s)[Shape::kRowsPerThread][Shape::kCols], int64_t last_token) {
-  using StateT = typename Shape::StateT;
-  constexpr int kCols = Shape::kCols;
-  constexpr int kRows = Shape::kRowsPerThread;
-  constexpr int kGroups = kCols / kStateScaleCols;  // this thread's scale groups
-  constexpr int kThreadsPerRow = Shape::kThreadsPerRow;
-  static_assert(kCols % 4 == 0 && kCols % kStateScaleCols == 0, "whole groups, whole words");
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int col_group = threadIdx.x % kThreadsPerRow;
-  const int row_group = threadIdx.x / kThreadsPerRow;
-  uint32_t m[kGroups];
-#pragma unroll
-  for (int g = 0; g < kGroups; ++g) {
-    m[g] = 0;
-#pragma unroll
-    for (int r = 0; r < kRows; ++r)
-#pragma unroll
-      for (int c = 0; c < kStateScaleCols; ++c) {
-        m[g] = max(m[g], quant::AbsBits(s[r][g * kStateScaleCols + c]));
-      }
-#pragma unroll
-    for (int offset = kThreadsPerRow; offset < 32; offset *= 2) {
-      m[g] = max(m[g], __shfl_xor_sync(0xffffffffu, m[g], offset));
-    }
-  }
-  __syncthreads();  // an earlier store's readers of smem.amax are done
-  if (lane < kThreadsPerRow) {
-#pragma unroll
-    for (int g = 0; g < kGroups; ++g) smem.amax[warp][col_group * kGroups + g] = m[g];
-  }
-  __syncthreads();
-  float scale[kGroups], inv[kGroups];
-#pragma unroll
-  for (int g = 0; g < kGroups; ++g) {
-    uint32_t a = 0;
-#pragma unroll
-    for (int w = 0; w < Shape::kWarps; ++w) a = max(a, smem.amax[w][col_group * kGroups + g]);
-    const quant::GroupScale gs = quant::GroupScaleFor(a, kQuantMax<StateT>);
-    scale[g] = gs.scale;
-    inv[g] = gs.inv;
-  }
-  const bool stochastic = p.stochastic_rounding;
-  uint32_t salt = 0;
-  if (stochastic) {
-    const int64_t gi = last_token * p.num_v_heads + it.head;
-    salt = p.fused_gating ? quant::RoundingSalt(p.a[gi], p.b[gi])
-                          : quant::RoundingSalt(p.g[gi], p.beta[gi]);
-  }
-  char* base = p.pool_base + (int64_t)page * p.page_bytes;
-  const int my_col = it.col0 + col_group * kCols;
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    const int row = r * Shape::kRowGroups + row_group;
-    const int64_t at = ((int64_t)it.head * Shape::kK + row) * Shape::kV + my_col;
-    uint32_t words[kCols / 4];
-#pragma unroll
-    for (int w = 0; w < kCols / 4; ++w) words[w] = 0;
-#pragma unroll
-    for (int c = 0; c < kCols; ++c) {
-      const uint32_t bits = stochastic ? quant::ElementBits(salt, (uint32_t)(at + c)) : 0u;
-      const uint32_t code =
-          EncodeCode<StateT>(s[r][c], inv[c / kStateScaleCols], stochastic, bits);
-      words[c / 4] |= code << (8 * (c % 4));
-    }
-    static_assert(kCols == 16, "one 16-byte vector of codes per row");
-    StoreStateRow(base + at, make_uint4(words[0], words[1], words[2], words[3]));
-  }
-  if (row_group == 0) {
-    uint4* dst = reinterpret_cast<uint4*>(base + ThreadScaleOffset<Shape>(p, it));
-#pragma unroll
-    for (int i = 0; i < kGroups / 4; ++i) {
-      dst[i] = make_uint4(__float_as_uint(scale[4 * i]), __float_as_uint(scale[4 * i + 1]),
-                          __float_as_uint(scale[4 * i + 2]), __float_as_uint(scale[4 * i + 3]));
-    }
-  }
-}
-
 // The state tile in registers (this thread's rows) into page `page`;
 // last_token: the last token the state has seen (int8 / fp8 rounding salt).
 template <typename Shape>
@@ -447,14 +379,14 @@ __device__ __forceinline__ void StoreTile(const RecurrentParams& p, RecurrentSme
                                           int64_t last_token) {
   using StateT = typename Shape::StateT;
   if constexpr (kQuantState<StateT>) {
-    StoreQuantTile<Shape>(p, smem, it, page, s, last_token);
+    StoreQuantTile<Shape>(p, &smem.amax[0][0], it.head, it.col0, page, s, last_token);
   } else {
     StateT* dst = reinterpret_cast<StateT*>(p.pool_base + (int64_t)page * p.page_bytes) +
                   ThreadTileOffset<Shape>(it);
 #pragma unroll
     for (int r = 0; r < Shape::kRowsPerThread; ++r) {
-      StoreStateRow(dst + (int64_t)r * Shape::kRowGroups * Shape::kV,
-                    PackState<StateT, Shape::kCols>(s[r]));
+      StoreStateRow<uint4>(dst + (int64_t)r * Shape::kRowGroups * Shape::kV,
+                           PackState<StateT, Shape::kCols>(s[r]));
     }
   }
 }
@@ -624,7 +556,7 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
   }
   // Issue the state loads first: they are the bulk of the bytes, and the
   // token staging below (without PDL) overlaps with them.
-  uint4 raw[kRows];
+  typename Shape::RowBits raw[kRows];
   const bool has_state = it.initial_page >= 0 && it.pages_ok;
   [[maybe_unused]] ThreadScales<kQuantState<StateT> ? Shape::kCols : 8> scales;
   if (has_state) {
@@ -632,14 +564,15 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
     const StateT* src = reinterpret_cast<const StateT*>(page) + ThreadTileOffset<Shape>(it);
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      raw[r] = LoadStateRow(src + (int64_t)r * Shape::kRowGroups * Shape::kV);
+      raw[r] = LoadStateRow<typename Shape::RowBits>(src + (int64_t)r * Shape::kRowGroups *
+                                                                 Shape::kV);
     }
     if constexpr (kQuantState<StateT>) {
       LoadThreadScales(page, ThreadScaleOffset<Shape>(p, it), scales);
     }
   } else {
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) raw[r] = make_uint4(0, 0, 0, 0);
+    for (int r = 0; r < kRows; ++r) raw[r] = {};
   }
   if constexpr (!kPdl) {
     StageTokens<Shape>(p, smem, it.bos, min(it.eos - it.bos, kTokensPerChunk), it.head,

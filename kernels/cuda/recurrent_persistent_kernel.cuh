@@ -21,17 +21,18 @@
 
 namespace gdn::cuda {
 
-// Two tile buffers, then for int8 / fp8 two scale slots of the tile's
-// kVTile / kStateScaleCols floats (recurrent_quant.cuh).
+// Two tile buffers of row vectors (Shape::RowBits), then for int8 / fp8 two
+// scale slots of the tile's kVTile / kStateScaleCols floats
+// (recurrent_quant.cuh).
 template <typename Shape>
 inline constexpr size_t kPersistentTileSmemBytes =
-    2u * Shape::kRowsPerThread * Shape::kThreads * sizeof(uint4) +
+    2u * Shape::kRowsPerThread * Shape::kThreads * sizeof(typename Shape::RowBits) +
     (kQuantState<typename Shape::StateT> ? 2u * Shape::kVTile / kStateScaleCols * sizeof(float)
                                          : 0u);
 
 // The scale slot of `stage` (int8 / fp8), after the two tile buffers.
 template <typename Shape>
-__device__ __forceinline__ float* ScaleSlot(uint4* buffers, int stage) {
+__device__ __forceinline__ float* ScaleSlot(typename Shape::RowBits* buffers, int stage) {
   return reinterpret_cast<float*>(buffers + 2 * Shape::kRowsPerThread * Shape::kThreads) +
          stage * (Shape::kVTile / kStateScaleCols);
 }
@@ -40,16 +41,17 @@ __device__ __forceinline__ float* ScaleSlot(uint4* buffers, int stage) {
 // into buffer `stage` (nothing for a zero or unusable initial page).
 template <typename Shape>
 __device__ __forceinline__ void PrefetchTile(const RecurrentParams& p, const RecurrentItem& it,
-                                             uint4* buffers, int stage) {
+                                             typename Shape::RowBits* buffers, int stage) {
   using StateT = typename Shape::StateT;
   if (it.initial_page < 0 || !it.pages_ok) return;
   const StateT* src = reinterpret_cast<const StateT*>(
       p.pool_base + (int64_t)it.initial_page * p.page_bytes) + ThreadTileOffset<Shape>(it);
 #pragma unroll
   for (int r = 0; r < Shape::kRowsPerThread; ++r) {
-    uint4* slot = buffers + (stage * Shape::kRowsPerThread + r) * Shape::kThreads + threadIdx.x;
+    typename Shape::RowBits* slot =
+        buffers + (stage * Shape::kRowsPerThread + r) * Shape::kThreads + threadIdx.x;
     __pipeline_memcpy_async(slot, src + (int64_t)r * Shape::kRowGroups * Shape::kV,
-                            sizeof(uint4));
+                            sizeof(typename Shape::RowBits));
   }
   PrefetchScales<Shape>(p, it, ScaleSlot<Shape>(buffers, stage));
 }
@@ -60,7 +62,9 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
   using StateT = typename Shape::StateT;
   constexpr int kRows = Shape::kRowsPerThread;
   __shared__ RecurrentSmem<Shape> smem;
-  extern __shared__ uint4 tile_buffers[];  // [2][kRows][kThreads]
+  extern __shared__ uint4 dynamic_smem[];
+  // [2][kRows][kThreads] row vectors, then the scale slots.
+  auto* tile_buffers = reinterpret_cast<typename Shape::RowBits*>(dynamic_smem);
 
   TriggerDependentLaunch();
   int item = blockIdx.x;
@@ -87,9 +91,9 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
     const bool has_state = cur.initial_page >= 0 && cur.pages_ok;
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      const uint4 raw = has_state
-                            ? tile_buffers[(stage * kRows + r) * Shape::kThreads + threadIdx.x]
-                            : make_uint4(0, 0, 0, 0);
+      const typename Shape::RowBits raw =
+          has_state ? tile_buffers[(stage * kRows + r) * Shape::kThreads + threadIdx.x]
+                    : typename Shape::RowBits{};
       UnpackState<StateT, Shape::kCols>(raw, s[r]);
     }
     __syncthreads();  // staged tokens (and an int8 / fp8 tile's scales) visible

@@ -25,22 +25,25 @@
 #     the fp32 model's, and a cProfile of 4 decode steps per arm (step "tf");
 #  7. bench/python/layer_precision.py: one GDN layer of that model, torch /
 #     FLA / server against the float64 oracle (step "precision");
-#  8. bench/prefix_reuse/run.sh: TTFO with a warm / cold shared prefix
+#  8. bench/python/state_dtype_logits.py: the fp32 model with remote GDN on
+#     four servers (fp32 / bf16 / int8 / fp8 states), logits over 256 decode
+#     steps against the fp32-state server's (step "logits", issue 19);
+#  9. bench/prefix_reuse/run.sh: TTFO with a warm / cold shared prefix
 #     against prefilling it, 36 layers (step "prefix");
-#  9. decode 256 x 1 through the channel with CUDA IPC tensors, split by the
+# 10. decode 256 x 1 through the channel with CUDA IPC tensors, split by the
 #     server's own metrics (request, queue, kernel), per state dtype and
 #     --diagnostic_no_compute (step "d256"; D256_ARMS, default "fp32 bf16
 #     no_compute").
-# BACKEND=cpu runs steps 3-6 here against cpu servers (a dry run of the
-# script; step 6 then uses the tiny model).
+# BACKEND=cpu runs steps 3-10 here against cpu servers (a dry run of the
+# script; steps 6 and 8 then use the tiny model).
 # Writes under $OUT: channel_visit.log, regions.md, regions_spin0.md,
-# prefix_reuse.md, results.tar.gz.
+# state_dtype_logits.json, prefix_reuse.md, results.tar.gz.
 set -u
 cd "$(dirname "$0")/../.."
 root=$PWD
 
-# Steps to run (STEPS="tests bench python check tf precision prefix d256", all by default).
-STEPS=${STEPS:-"tests bench python check tf precision prefix d256"}
+# Steps to run (STEPS="tests bench python check tf precision logits prefix d256", all by default).
+STEPS=${STEPS:-"tests bench python check tf precision logits prefix d256"}
 step() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 
 if [ "${1:-}" = "prepare" ]; then
@@ -230,6 +233,33 @@ if step precision; then
     tail -6 | tee -a "$LOG"
 fi
 stop_server
+
+if step logits; then
+  # Issue 19: the model with remote GDN per state dtype, logits against the
+  # fp32-state server's over STEPS_LOGITS decode steps (one server each).
+  say "state dtypes: model logits against fp32 state"
+  if [ "$BACKEND" = cuda ]; then
+    shape=(--layers=6 --activation_dtype=fp32); args=(--device cuda)
+  else
+    shape=(--layers=6 --qk_heads=2 --v_heads=4 --head_dim_k=64 --head_dim_v=64 --activation_dtype=fp32)
+    args=(--device cpu --small --prompt 16)
+  fi
+  targets=""; pids=""
+  for d in fp32 bf16 int8 fp8; do
+    rm -f "/tmp/sd_$d.sock"
+    $B/gdn-server --backend="$BACKEND" --metrics_listen=127.0.0.1:0 --listen="unix:/tmp/sd_$d.sock" \
+      --device_state_budget=4GiB --state_dtype=$d "${shape[@]}" > "$WORK/sd_$d.out" 2> "$WORK/sd_$d.err" &
+    pids="$pids $!"; targets="$targets${targets:+,}$d=unix:/tmp/sd_$d.sock"
+  done
+  for d in fp32 bf16 int8 fp8; do
+    for _ in $(seq 150); do grep -q listening "$WORK/sd_$d.out" 2>/dev/null && break; sleep 0.2; done
+  done
+  timeout ${LOGITS_S:-150} python3 bench/python/state_dtype_logits.py --targets "$targets" "${args[@]}" \
+    --steps ${STEPS_LOGITS:-256} --json_out "$WORK/state_dtype_logits.json" 2>&1 | \
+    grep -v "^\[transformers\]" | tail -6 | tee -a "$LOG"
+  cp "$WORK/state_dtype_logits.json" "$OUT/" 2>/dev/null
+  for p in $pids; do kill -TERM $p 2>/dev/null; done; wait $pids 2>/dev/null
+fi
 
 if step prefix; then
   say "prefix reuse: TTFO warm / cold prefix vs prefilling it"

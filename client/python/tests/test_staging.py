@@ -23,7 +23,8 @@ class FakeClient:
     def register_cuda_region(self, memory, name=None):
         if self.fail:
             raise RuntimeError("no IPC here")
-        region = types.SimpleNamespace(name="r%d" % len(self.registered), memory=memory)
+        region = types.SimpleNamespace(name="r%d" % len(self.registered), memory=memory,
+                                       base=memory.data_ptr())
         self.registered.append(region)
         return region
 
@@ -64,9 +65,31 @@ def test_capacities_are_reused_and_evicted():
     assert sorted(client.unregistered) == ["r0", "r1", "r2"]
 
 
+def test_slots_are_shaped_views_with_their_references_made_once():
+    client = FakeClient()
+    staging = CudaStaging(client, "cpu")
+    slot = staging.slot(2, 3)  # 6 rows: capacity 8
+    assert staging.slot(2, 3) is slot  # cached per call shape
+    assert list(slot.inputs) == ["q", "k", "v", "g", "beta"]
+    assert slot.inputs["q"].shape == (2, 3, 2, 64) and slot.inputs["beta"].shape == (2, 3, 4)
+    assert slot.o.shape == (2, 3, 4, 32) and slot.o.dtype == torch.bfloat16
+    region = client.registered[0]
+    views = staging.views(6)
+    for name, ref in slot.refs.items():
+        t = slot.inputs.get(name, slot.o)
+        assert ref.region == region.name
+        assert ref.offset == t.data_ptr() - region.base == views[name].data_ptr() - region.base
+        assert ref.byte_size == t.numel() * t.element_size() == 6 * views[name][0].numel() * \
+            views[name].element_size()
+    other = staging.slot(6, 1)  # the same rows in another shape: same memory, its own slot
+    assert other is not slot and other.refs == slot.refs and other.inputs["v"].shape == (6, 1, 4, 32)
+    assert len(client.registered) == 1
+
+
 def test_too_large_and_failed_registration():
     staging = CudaStaging(FakeClient(), "cpu", max_bytes=1 << 16)
     assert staging.views(1 << 12) is None  # sent inline instead
+    assert staging.slot(1 << 6, 1 << 6) is None
     with pytest.raises(StagingUnavailable, match="no IPC"):
         CudaStaging(FakeClient(fail=True), "cpu").views(2)
 
@@ -81,30 +104,41 @@ def test_same_host():
 
 class ShmStaging:
     """CudaStaging's interface over a registered shm region (CPU torch views):
-    run_core's staged path against the cpu server."""
+    run_core's staged path against the cpu server. with_refs: slots carry
+    their RegionRefs (as CudaStaging's do), else the client looks them up."""
 
-    def __init__(self, shm, config):
-        self.shm, self.config, self.calls = shm, config, 0
+    def __init__(self, shm, config, with_refs):
+        self.shm, self.config, self.with_refs, self.calls = shm, config, with_refs, 0
 
-    def views(self, tokens):
+    def slot(self, batch, tokens):
         import numpy as np
+        from gdn_serve.staging import StagingSlot
+        from gdn_serve.wire import RegionRef
         c = self.config
         self.shm.reset()
         self.calls += 1
+        base = self.shm.region.base
 
-        def act(*shape):
-            return torch.from_numpy(self.shm.empty((tokens,) + shape, np.int16)).view(torch.bfloat16)
+        def view(dtype, *shape):
+            array = self.shm.empty((batch, tokens) + shape, dtype)
+            t = torch.from_numpy(array)
+            return t.view(torch.bfloat16) if dtype == np.int16 else t
+        views = {"q": view(np.int16, c.num_qk_heads, c.head_dim_k),
+                 "k": view(np.int16, c.num_qk_heads, c.head_dim_k),
+                 "v": view(np.int16, c.num_v_heads, c.head_dim_v),
+                 "g": view(np.float32, c.num_v_heads), "beta": view(np.float32, c.num_v_heads),
+                 "o": view(np.int16, c.num_v_heads, c.head_dim_v)}
+        refs = {n: RegionRef(self.shm.name, t.data_ptr() - base, t.numel() * t.element_size())
+                for n, t in views.items()}
+        o = views.pop("o")
+        return StagingSlot(views, o, refs if self.with_refs else None)
 
-        def fp32(*shape):
-            return torch.from_numpy(self.shm.empty((tokens,) + shape, np.float32))
-        return {"q": act(c.num_qk_heads, c.head_dim_k), "k": act(c.num_qk_heads, c.head_dim_k),
-                "v": act(c.num_v_heads, c.head_dim_v), "g": fp32(c.num_v_heads),
-                "beta": fp32(c.num_v_heads), "o": act(c.num_v_heads, c.head_dim_v)}
 
-
-def test_run_core_through_staging_buffers_equals_inline(client):
+@pytest.mark.parametrize("with_refs", [False, True])
+def test_run_core_through_staging_buffers_equals_inline(client, with_refs):
     """remote_core.run_core with staging: inputs copied into the buffers (converted
-    there), references sent, o read back from the buffer; bitwise the inline result."""
+    there), references sent (the slot's own, or looked up), o read back from the
+    buffer; bitwise the inline result."""
     from gdn_serve.regions import ShmRegion
     from gdn_serve.remote_core import run_core
     c = client.config
@@ -119,7 +153,7 @@ def test_run_core_through_staging_buffers_equals_inline(client):
     staged_ids = [(client.create_session(), 0) for _ in range(b)]
     o_inline, pos_inline = run_core(client, 0, inline_ids, q, k, v, g, beta, use_qk_l2norm=True)
     with ShmRegion(client, 1 << 20) as shm:
-        staging = ShmStaging(shm, c)
+        staging = ShmStaging(shm, c, with_refs)
         table, refs = client._region_table, []
         find = table.ref_of
         table.ref_of = lambda *a: refs.append(find(*a)) or refs[-1]  # records each lookup
@@ -127,6 +161,8 @@ def test_run_core_through_staging_buffers_equals_inline(client):
                                         use_qk_l2norm=True, staging=staging)
         assert staging.calls == 1
         assert len(refs) == 6 and all(r is not None for r in refs)  # 5 inputs and o: references
+        if with_refs:
+            assert [r.offset for r in refs] == sorted(r.offset for r in refs)
         assert o_staged.dtype == v.dtype and o_staged.shape == v.shape
         assert torch.equal(o_staged, o_inline) and pos_staged == pos_inline == [t, t]
         shm.reset()

@@ -116,14 +116,16 @@ def run_core(client, layer: int, sequences: Sequence[Tuple[str, int]], q, k, v, 
     positions = [p for _, p in sequences]
     if not specs:  # no tokens at all: o is as empty as v
         return (v.clone() if is_torch(v) else np.array(v)), positions
-    views = staging.views(rows) if staging is not None else None
-    if views is not None:  # copied into the registered buffer on the device, o written there
+    slot = staging.slot(batch, tokens) if staging is not None else None
+    if slot is not None:  # copied into the registered buffer on the device, o written there
+        inputs = slot.inputs
         for name, x in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta)):
-            views[name].view(tuple(x.shape)).copy_(x)  # [B, T, ...] rows in order
-        out, new = client.forward_with_positions(
-            layer, specs, views["q"], views["k"], views["v"], views["g"], views["beta"],
-            out=views["o"])
-        o = out.to(dtype=v.dtype, copy=True)  # the buffer is reused by the next call
+            inputs[name].copy_(x)  # [B, T, ...] rows in order
+        # The slot's references as they are (no lookup), or its views looked up.
+        sent = slot.refs or {n: _flat(x, rows) for n, x in dict(inputs, o=slot.o).items()}
+        _, new = client.forward_with_positions(
+            layer, specs, sent["q"], sent["k"], sent["v"], sent["g"], sent["beta"], out=sent["o"])
+        o = slot.o.to(dtype=v.dtype, copy=True)  # the buffer is reused by the next call
     else:
         o, new = client.forward_with_positions(layer, specs, _flat(q, rows), _flat(k, rows),
                                                _flat(v, rows), _flat(g, rows), _flat(beta, rows))

@@ -15,14 +15,37 @@ rows (on the current stream; converted to the wire dtypes there), sends
 references (Forward syncs the stream first), and the server writes o into
 the buffer; the caller copies o out before the next call may reuse it.
 At most `max_buffers` capacities are kept (least recently used unregistered).
+
+The per-call host work is a model runner's cost on every layer (issue 18:
+a remote decode step within 1.2x of in-process FLA), so a buffer keeps one
+StagingSlot per call shape (batch, tokens): the views, already in the
+model's [B, T, ...] shape, and their RegionRefs, made once.
 """
 
 from collections import OrderedDict
-from typing import Dict
+from typing import Dict, NamedTuple, Optional, Tuple
 
 from .tensors import torch_wire_dtypes
+from .wire import RegionRef
 
-__all__ = ["CudaStaging", "StagingUnavailable", "same_host"]
+__all__ = ["CudaStaging", "StagingSlot", "StagingUnavailable", "same_host"]
+
+_INPUTS = ("q", "k", "v", "g", "beta")
+_MAX_SLOTS = 64  # call shapes kept per buffer (a generate() loop uses two or three)
+
+
+class StagingSlot(NamedTuple):
+    """One call shape's place in a registered buffer.
+
+    inputs: q, k [B, T, Hqk, K], v [B, T, Hv, V], g, beta [B, T, Hv] views
+            (the first B * T rows of each field, in the wire dtypes);
+    o:      [B, T, Hv, V] view where the server writes o;
+    refs:   the RegionRef of each of q, k, v, g, beta and o (None: let the
+            client's region table find them)."""
+
+    inputs: Dict[str, object]
+    o: object
+    refs: Optional[Dict[str, RegionRef]]
 
 
 class StagingUnavailable(RuntimeError):
@@ -48,7 +71,8 @@ def same_host(target: str) -> bool:
 
 
 class _Buffer:
-    """One capacity's registered buffer and its per-tensor (offset, row bytes, dtype, row shape)."""
+    """One capacity's registered buffer, its per-tensor (offset, row bytes,
+    dtype, row shape), and its slots by call shape."""
 
     def __init__(self, client, device, capacity: int, fields):
         import torch
@@ -63,13 +87,34 @@ class _Buffer:
             offset += -(-capacity * row_bytes // _ALIGN) * _ALIGN
         self.memory = torch.empty(offset, dtype=torch.uint8, device=device)
         self.region = client.register_cuda_region(self.memory)
+        self._slots: Dict[Tuple[int, int], StagingSlot] = {}
 
     def views(self, tokens: int) -> Dict[str, object]:
+        """[tokens, ...] views of the first `tokens` rows of each field."""
         out = {}
         for name, (offset, row_bytes, dtype, row) in self.fields.items():
             out[name] = self.memory[offset:offset + tokens * row_bytes].view(dtype).view(
                 (tokens,) + row)
         return out
+
+    def slot(self, batch: int, tokens: int) -> StagingSlot:
+        """The slot of a [batch, tokens] call (made on first use)."""
+        slot = self._slots.get((batch, tokens))
+        if slot is not None:
+            return slot
+        rows = batch * tokens
+        shaped, refs = {}, {}
+        base = getattr(self.region, "base", None)
+        for name, view in self.views(rows).items():
+            shaped[name] = view.view((batch, tokens) + tuple(view.shape[1:]))
+            nbytes = view.numel() * view.element_size()
+            refs[name] = None if base is None else \
+                RegionRef(self.region.name, view.data_ptr() - base, nbytes)
+        if len(self._slots) >= _MAX_SLOTS:
+            self._slots.clear()
+        slot = self._slots[(batch, tokens)] = StagingSlot(
+            {n: shaped[n] for n in _INPUTS}, shaped["o"], None if base is None else refs)
+        return slot
 
 
 class CudaStaging:
@@ -93,10 +138,21 @@ class CudaStaging:
         self.row_bytes = sum(d.itemsize * _prod(r) for _, d, r in self.fields)
         self._buffers: "OrderedDict[int, _Buffer]" = OrderedDict()
 
+    def slot(self, batch: int, tokens: int) -> Optional[StagingSlot]:
+        """The StagingSlot of a [batch, tokens] call, or None when too large
+        (as `views`)."""
+        buffer = self._buffer(batch * tokens)
+        return None if buffer is None else buffer.slot(batch, tokens)
+
     def views(self, tokens: int):
         """Views [tokens, ...] named q, k, v, g, beta, o into a registered buffer
         (registering one on first use of a capacity), or None when too large.
         StagingUnavailable when a new buffer cannot be allocated or registered."""
+        buffer = self._buffer(tokens)
+        return None if buffer is None else buffer.views(tokens)
+
+    def _buffer(self, tokens: int) -> Optional[_Buffer]:
+        """The buffer of `tokens` rows' capacity (see views), or None when too large."""
         capacity = 1 << max(0, tokens - 1).bit_length()
         if capacity * self.row_bytes > self.max_bytes:
             return None
@@ -112,7 +168,7 @@ class CudaStaging:
             self._buffers[capacity] = buffer
         else:
             self._buffers.move_to_end(capacity)
-        return buffer.views(tokens)
+        return buffer
 
     def _release(self, buffer: _Buffer) -> None:
         try:

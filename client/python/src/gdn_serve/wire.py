@@ -218,16 +218,32 @@ def _region_ref_body(ref: RegionRef) -> bytes:
     return body
 
 
+_REF_FIELD_CACHE: Dict[tuple, bytes] = {}
+
+
 def tensor_ref_field(field: int, dtype: int, shape: Tuple[int, ...], ref: RegionRef) -> bytes:
     """A whole Tensor field whose payload is `ref` (Tensor.ref, field 4; always
-    written, even empty: a oneof member that is set)."""
-    body = _dtype_shape(dtype, shape) + _length_delimited(4, _region_ref_body(ref))
-    return _length_delimited(field, body)
+    written, even empty: a oneof member that is set). Cached: a model runner's
+    staging buffers give the same references call after call."""
+    key = (field, dtype, shape, ref)
+    cached = _REF_FIELD_CACHE.get(key)
+    if cached is None:
+        if len(_REF_FIELD_CACHE) > 4096:
+            _REF_FIELD_CACHE.clear()
+        body = _dtype_shape(dtype, shape) + _length_delimited(4, _region_ref_body(ref))
+        cached = _REF_FIELD_CACHE[key] = _length_delimited(field, body)
+    return cached
 
 
 def o_region_field(ref: RegionRef) -> bytes:
-    """ForwardRequest.o_region (field 13)."""
-    return _length_delimited(13, _region_ref_body(ref))
+    """ForwardRequest.o_region (field 13; cached like tensor_ref_field)."""
+    key = (13, ref)
+    cached = _REF_FIELD_CACHE.get(key)
+    if cached is None:
+        if len(_REF_FIELD_CACHE) > 4096:
+            _REF_FIELD_CACHE.clear()
+        cached = _REF_FIELD_CACHE[key] = _length_delimited(13, _region_ref_body(ref))
+    return cached
 
 
 def encode_forward_request(layer: int, sequences_bytes: bytes,
