@@ -367,6 +367,7 @@ void Engine::FinishCall(RunningList::iterator it, absl::Status status) {
   running_.erase(it);
   ForwardCall& call = *running->call;
   ForwardResult result;
+  if (status.ok()) result.positions.reserve(call.sequences.size());
   for (size_t i = 0; i < call.sequences.size(); ++i) {
     const ForwardSequence& seq = call.sequences[i];
     if (status.ok()) {

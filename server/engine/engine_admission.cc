@@ -105,6 +105,7 @@ void Engine::AdmitWaiting(absl::Time now) {
     running->planned_tokens.assign(n, 0);
     running->done_tokens.assign(n, 0);
     running->call = std::move(owned);
+    running->slots.reserve(n);
     for (const ForwardSequence& seq : running->call->sequences) {
       running->slots.push_back(
           slots_.Assign(StateKey(seq.session, running->call->layer), running.get()));
@@ -127,6 +128,7 @@ absl::Status Engine::AcceptDrafts(const ForwardCall& call) {
 }
 
 absl::Status Engine::AcquireLeases(const ForwardCall& call, std::vector<WriteLease>* leases) {
+  leases->reserve(call.sequences.size());
   for (const ForwardSequence& seq : call.sequences) {
     // Kept positions: the multiples of the interval inside the sequence.
     std::vector<int64_t> keep;
@@ -153,7 +155,7 @@ absl::Status Engine::AcquireLeases(const ForwardCall& call, std::vector<WriteLea
       }
       return status;
     }
-    leases->push_back(*lease);
+    leases->push_back(std::move(*lease));
   }
   return absl::OkStatus();
 }
