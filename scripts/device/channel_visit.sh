@@ -286,6 +286,19 @@ if step d256; then
       --sessions=256 --sessions_per_call=256 --prefill_tokens=0 --decode_steps=1000000 \
       --duration_s=2 --warmup_s=0.5 --progress=false --json_out="$WORK/d256_$arm.json" \
       > "$WORK/d256_$arm.txt" 2>&1
+    if [ "$arm" = fp32 ] && [ "${PERF_D256:-1}" = 1 ] && command -v perf > /dev/null; then
+      # Where the server's host time goes (decode 256 x 1 is host-bound past its kernel).
+      timeout 20 $B/gdn-bench --server="$grpc" --transport=$transport --control=channel --layers=4 \
+        --sessions=256 --sessions_per_call=256 --prefill_tokens=0 --decode_steps=1000000 \
+        --duration_s=4 --warmup_s=0.5 --progress=false > /dev/null 2>&1 &
+      bench_pid=$!
+      sleep 1
+      timeout 10 perf record -F 4000 -g -p "$server_pid" -o "$WORK/d256.perf" -- sleep 2 > /dev/null 2>&1
+      wait $bench_pid
+      perf report -i "$WORK/d256.perf" --no-children -g none --sort dso,symbol 2>/dev/null | \
+        grep -E "^ +[0-9]" | head -45 | cut -c1-150 > "$WORK/d256_perf.txt"
+      echo "d256 perf (server, top symbols):" | tee -a "$LOG"; head -30 "$WORK/d256_perf.txt" | tee -a "$LOG"
+    fi
     python3 - "$arm" "$WORK/d256_$arm.json" <<'PYEOF' 2>&1 | tee -a "$LOG"
 import json, re, sys, urllib.request
 arm, path = sys.argv[1:]
