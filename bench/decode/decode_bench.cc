@@ -16,6 +16,7 @@
 //
 //   decode_bench --json=out.json --md=out.md [--commit=sha] [--quick]
 //                [--states=fp32,bf16,int8,fp8] [--hv=32,64] [--rounding=nearest|stochastic]
+//                [--batches=1,8,...] (sequences per call; default 1..1024, --quick 1,64)
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -339,8 +340,19 @@ int Main(int argc, char** argv) {
 
   std::mt19937_64 rng(std::random_device{}());
   std::vector<Record> records;
-  const std::vector<int> batches =
+  std::vector<int> batches =
       quick ? std::vector<int>{1, 64} : std::vector<int>{1, 8, 32, 64, 128, 256, 512, 1024};
+  if (const std::string list = Flag(argc, argv, "batches", ""); !list.empty()) {
+    batches.clear();
+    for (const std::string& b : SplitList(list, ',')) {
+      const int batch = std::atoi(b.c_str());
+      if (batch < 1) {
+        std::fprintf(stderr, "--batches: positive integers, got '%s'\n", b.c_str());
+        return 2;
+      }
+      batches.push_back(batch);
+    }
+  }
   for (int hv : hvs) {
     for (StateDType st : states) {
       GdnOptions options;
