@@ -129,8 +129,10 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
     if constexpr (kQuantState<StateT>) {
       const int col_group = threadIdx.x % Shape::kThreadsPerRow;
       if (has_state) {
-        ApplyScales(s, DeepScaleSlot<Shape, kStages>(ring, stage) +
-                           col_group * (Shape::kCols / kStateScaleCols));
+        ApplyScales(s,
+                    DeepScaleSlot<Shape, kStages>(ring, stage) +
+                        col_group * (Shape::kCols / kStateScaleCols),
+                    cur.eos > cur.bos ? smem.decay[0] : 1.0f);
       }
     }
     RunItemTokens<Shape>(p, smem, cur, s, buffer);

@@ -66,13 +66,15 @@ struct RecurrentVariantShapes<__nv_bfloat16> {
 // int8 / fp8: 8 columns per thread (recurrent_quant.cuh). Only kSmall
 // (latency-bound grids) and the two persistent kernels are compiled
 // (recurrent_dispatch.cu refuses the others): large grids are what the
-// compressed pages are for. The persistent shapes ask for 4 resident blocks
-// (<= 128 registers, 16 warps per SM; ptxas: no spills at K = V = 128, the
-// two-buffer kernel spills a little at K = 128, V = 64); bench/decode decides.
+// compressed pages are for. The persistent shapes ask for 5 resident blocks
+// (<= 96 registers, 20 warps per SM; the H200 profile at 4 blocks was
+// latency-bound with ~1 eligible warp per scheduler; shared memory allows 6).
+// At K = V = 128 ptxas spills a dozen words of per-item scalars (outside
+// the token and store loops) to buy the fifth block.
 struct QuantVariantShapes {
   static constexpr int kSmallTile = 32, kSmallThreads = 128, kSmallMinBlocks = 1;
-  static constexpr int kPersistentTile = 64, kPersistentThreads = 128, kPersistentMinBlocks = 4;
-  static constexpr int kDeepTile = 64, kDeepThreads = 128, kDeepMinBlocks = 4;
+  static constexpr int kPersistentTile = 64, kPersistentThreads = 128, kPersistentMinBlocks = 5;
+  static constexpr int kDeepTile = 64, kDeepThreads = 128, kDeepMinBlocks = 5;
 };
 template <>
 struct RecurrentVariantShapes<QInt8> : QuantVariantShapes {};

@@ -33,9 +33,11 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/launch_pdl.h"
+#include "kernels/cuda/recurrent_elements.cuh"
 #include "kernels/cuda/recurrent_instances.h"
 #include "kernels/cuda/recurrent_params.h"
 #include "kernels/cuda/recurrent_quant.cuh"
+#include "kernels/cuda/recurrent_quant_token.cuh"
 #include "kernels/gating.h"
 #include "kernels/gdn_types.h"
 
@@ -44,55 +46,6 @@ namespace gdn::cuda {
 // Tokens staged in shared memory at a time (= the decode bound).
 inline constexpr int kTokensPerChunk = kMaxDecodeTokens;
 static_assert(kCheckpointTokens % kTokensPerChunk == 0, "checkpoints end token chunks");
-
-// ---- element conversions ---------------------------------------------------
-
-__device__ __forceinline__ float ToFloat(float x) { return x; }
-__device__ __forceinline__ float ToFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float ToFloat(__half x) { return __half2float(x); }
-
-template <typename T>
-__device__ __forceinline__ T FromFloat(float x);
-template <>
-__device__ __forceinline__ float FromFloat<float>(float x) { return x; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);  // round to nearest even, once per store
-}
-template <>
-__device__ __forceinline__ __half FromFloat<__half>(float x) { return __float2half_rn(x); }
-
-// N adjacent elements moved as one aligned vector (N * sizeof(T) <= 16).
-template <typename T, int N>
-struct alignas(sizeof(T) * N) Vec {
-  static_assert(sizeof(T) * N <= 16, "at most one 16-byte access");
-  T e[N];
-};
-
-// N adjacent elements moved in accesses of at most 16 bytes (so only 16-byte
-// alignment is ever assumed).
-template <typename T, int N>
-__device__ __forceinline__ void LoadAsFloats(const T* ptr, float (&out)[N]) {
-  constexpr int kPiece = (N * sizeof(T) <= 16) ? N : static_cast<int>(16 / sizeof(T));
-#pragma unroll
-  for (int base = 0; base < N; base += kPiece) {
-    const Vec<T, kPiece> vec = *reinterpret_cast<const Vec<T, kPiece>*>(ptr + base);
-#pragma unroll
-    for (int i = 0; i < kPiece; ++i) out[base + i] = ToFloat(vec.e[i]);
-  }
-}
-
-template <typename T, int N>
-__device__ __forceinline__ void StoreFromFloats(T* ptr, const float (&in)[N]) {
-  constexpr int kPiece = (N * sizeof(T) <= 16) ? N : static_cast<int>(16 / sizeof(T));
-#pragma unroll
-  for (int base = 0; base < N; base += kPiece) {
-    Vec<T, kPiece> vec;
-#pragma unroll
-    for (int i = 0; i < kPiece; ++i) vec.e[i] = FromFloat<T>(in[base + i]);
-    *reinterpret_cast<Vec<T, kPiece>*>(ptr + base) = vec;
-  }
-}
 
 // State rows (Shape::RowBits: 16 bytes, 8 for int8 / fp8 codes), streamed
 // (read once, written once per call), so both go around L1 and are marked
@@ -207,6 +160,7 @@ struct RecurrentSmem {
   // per scale group of the tile; one element for the other dtypes.
   static constexpr bool kQuant = kQuantState<typename Shape::StateT>;
   uint32_t amax[kQuant ? Shape::kWarps : 1][kQuant ? Shape::kVTile / kStateScaleCols : 1];
+  float u[kQuant ? Shape::kVTile : 1];  // int8 / fp8 token step: u per column
 };
 
 // Stages tokens [tok0, tok0 + n) of one (sequence, head) into shared memory:
@@ -442,6 +396,13 @@ __device__ __forceinline__ void RunItemTokens(const RecurrentParams& p,
     for (int t = 0; t < n;) {
       const int run_end = min(n, t + run_length);
       for (; t < run_end; ++t) {
+        if constexpr (kQuantState<typename Shape::StateT>) {
+          // s holds the decayed state for the item's first token (the kernels
+          // fold exp(g_0) into the scales).
+          QuantTokenStep<Shape>(p, smem, it.head, it.col0, it.pages_ok, t, chunk_start + t,
+                                chunk_start + t == it.bos, s);
+          continue;
+        }
         const float decay = smem.decay[t];
         float dk[kCols], dq[kCols];  // partial S^T k, S^T q over my rows
 #pragma unroll
@@ -581,10 +542,10 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
   float s[kRows][Shape::kCols];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) UnpackState<StateT, Shape::kCols>(raw[r], s[r]);
+  __syncthreads();  // staged tokens visible (the first decay below)
   if constexpr (kQuantState<StateT>) {
-    if (has_state) ApplyScales(s, scales.s);
+    if (has_state) ApplyScales(s, scales.s, it.eos > it.bos ? smem.decay[0] : 1.0f);
   }
-  __syncthreads();
   int buffer = 0;
   RunItemTokens<Shape>(p, smem, it, s, buffer);
 }

@@ -100,8 +100,10 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
     if constexpr (kQuantState<StateT>) {
       const int col_group = threadIdx.x % Shape::kThreadsPerRow;
       if (has_state) {
-        ApplyScales(s, ScaleSlot<Shape>(tile_buffers, stage) +
-                           col_group * (Shape::kCols / kStateScaleCols));
+        ApplyScales(s,
+                    ScaleSlot<Shape>(tile_buffers, stage) +
+                        col_group * (Shape::kCols / kStateScaleCols),
+                    cur.eos > cur.bos ? smem.decay[0] : 1.0f);
       }
     }
     RunItemTokens<Shape>(p, smem, cur, s, buffer);

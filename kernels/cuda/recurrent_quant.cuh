@@ -141,13 +141,20 @@ __device__ __forceinline__ void LoadThreadScales(const char* page, int64_t offse
   }
 }
 
-// s[r][c] *= scale of column c's group.
+// s[r][c] *= (scale of column c's group) * decay: the decoded codes become
+// the decayed state exp(g_0) S of the item's first token in one multiply
+// per element (recurrent_quant_token.cuh); decay = 1 for an item without
+// tokens (its state is stored as read).
 template <int kRows, int kCols>
-__device__ __forceinline__ void ApplyScales(float (&s)[kRows][kCols], const float* scales) {
+__device__ __forceinline__ void ApplyScales(float (&s)[kRows][kCols], const float* scales,
+                                            float decay) {
+  float factor[kCols / kStateScaleCols];
+#pragma unroll
+  for (int g = 0; g < kCols / kStateScaleCols; ++g) factor[g] = scales[g] * decay;
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) s[r][c] *= scales[c / kStateScaleCols];
+    for (int c = 0; c < kCols; ++c) s[r][c] *= factor[c / kStateScaleCols];
 }
 
 // 16-byte cp.async through L1 (the scales are shared by a tile's threads).
@@ -165,6 +172,14 @@ __device__ __forceinline__ float MaxAbsNaN(float m, float x) {
   float r;
   asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(m), "f"(fabsf(x)));
   return r;
+}
+
+// One row's code words (sizeof(RowBits) / 4 of them) to the page, streamed.
+template <typename RowBits>
+__device__ __forceinline__ void StoreCodeRow(char* dst, const uint32_t* words) {
+  RowBits raw;
+  memcpy(&raw, words, sizeof(raw));
+  __stcs(reinterpret_cast<RowBits*>(dst), raw);
 }
 
 // The int8 / fp8 store of a [K, kVTile] tile held as Shape's thread layout
@@ -238,10 +253,10 @@ __device__ __forceinline__ void StoreQuantTileAs(
   const int64_t at0 =
       ((int64_t)head * Shape::kK + row_group) * Shape::kV + col0 + col_group * kCols;
   char* dst = page_base + at0;
+  if (!kStochastic && !nan_group) {  // one branch per tile, not per row
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    uint32_t words[kWords];
-    if (!kStochastic && !nan_group) {
+    for (int r = 0; r < kRows; ++r) {
+      uint32_t words[kWords];
 #pragma unroll
       for (int w = 0; w < kWords; ++w) {
         float y[4];
@@ -253,8 +268,13 @@ __device__ __forceinline__ void StoreQuantTileAs(
         }
         words[w] = EncodeNearestWord<StateT>(y);
       }
-    } else {
+      StoreCodeRow<RowBits>(dst + r * kRowStride, words);
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
       const uint32_t index = static_cast<uint32_t>(at0) + r * kRowStride;
+      uint32_t words[kWords];
 #pragma unroll
       for (int w = 0; w < kWords; ++w) {
         words[w] = 0;
@@ -267,11 +287,8 @@ __device__ __forceinline__ void StoreQuantTileAs(
                       << (8 * i);
         }
       }
+      StoreCodeRow<RowBits>(dst + r * kRowStride, words);
     }
-    RowBits raw;
-    static_assert(sizeof(raw) == sizeof(words), "the row's code words");
-    memcpy(&raw, words, sizeof(raw));
-    __stcs(reinterpret_cast<RowBits*>(dst + r * kRowStride), raw);
   }
 }
 
