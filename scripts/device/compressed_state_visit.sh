@@ -70,7 +70,7 @@ tar -czf "$OUT/logs.tar.gz" -C /tmp $(cd /tmp && ls *_test.log san_q.log decode_
 channel_steps=${CHANNEL_STEPS-d256 tf logits}  # set and empty: none
 if [ -n "$channel_steps" ]; then
   say "channel_visit steps $channel_steps"
-  STEPS="$channel_steps" D256_ARMS="fp32 bf16 int8 fp8 no_compute" TF_S=${TF_S:-170} \
+  STEPS="$channel_steps" D256_ARMS="${D256_ARMS:-fp32 bf16 int8 fp8 no_compute}" TF_S=${TF_S:-170} \
     OUT=$OUT bash scripts/device/channel_visit.sh > /dev/null 2>&1
   grep -E "^d256|^native|^grpc|^channel|^(fp32|bf16|int8|fp8):" "$OUT/channel_visit.log" | tee -a "$LOG"
 fi
