@@ -114,8 +114,9 @@ check_proxy() {
   "$tools/venv/bin/kubernetes-validate" --strict --quiet -k "$kubernetes_version" \
     "$root/deploy/envoy/ring-service.yaml" "$root/deploy/envoy/proxy.yaml" \
     "$root/deploy/envoy/snapshots-pvc.yaml"
-  "$tools/venv/bin/shellcheck" "$root/deploy/nginx/render-config.sh" \
-    "$root/tests/deploy/affinity_test.sh"
+  "$tools/venv/bin/shellcheck" -x "$root/deploy/nginx/render-config.sh" \
+    "$root/deploy/nginx/render-metrics-tls.sh" "$root/tests/deploy/affinity_test.sh" \
+    "$root/tests/deploy/metrics_tls_test.sh" "$root/tests/deploy/temp_workspace.sh"
 }
 
 parts=("$@")

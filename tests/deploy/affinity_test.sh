@@ -35,39 +35,11 @@ if [ ! -x "$nginx_bin" ]; then
   exit 1
 fi
 
-work="$(mktemp -d)"
-# nginx workers started by root run as nobody: they must reach the temp paths.
-chmod 755 "$work"
-pids=()
-cleanup() {
-  local status=$?
-  # TERM first: nginx's master stops its workers only when it is asked to
-  # (a KILLed master leaves them running); then KILL whatever is left.
-  for pid in "${pids[@]}"; do
-    kill -TERM "$pid" 2>/dev/null || true
-  done
-  for _ in $(seq 20); do
-    alive=0
-    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-    [ "$alive" = 0 ] && break
-    sleep 0.1
-  done
-  for pid in "${pids[@]}"; do
-    kill -KILL "$pid" 2>/dev/null || true
-  done
-  wait 2>/dev/null || true
-  if [ "$status" -ne 0 ]; then
-    echo "affinity_test: FAILED ($status); logs:" >&2
-    for f in "$work"/*.log "$work"/nginx/error.log; do
-      [ -f "$f" ] || continue
-      echo "---- $f (last 40 lines)" >&2
-      tail -n 40 "$f" >&2
-    done
-  fi
-  rm -rf "$work"
-  exit "$status"
-}
-trap cleanup EXIT
+test_name=affinity_test
+log_globs='*.log nginx/error.log'
+log_lines=40
+# shellcheck source=tests/deploy/temp_workspace.sh
+. "$(dirname "${BASH_SOURCE[0]}")/temp_workspace.sh"  # $work, $pids, the EXIT trap
 trap 'exit 130' INT TERM
 
 fail() {
