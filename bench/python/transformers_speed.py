@@ -15,7 +15,10 @@ this host:
     channel_regions  same-host Forward channel + regions    (regions="cuda", channel="on")
 
 Times are medians over --repeats runs of the whole prefill and of each decode
-step (torch.cuda.synchronize around each), after one warm-up run. Outputs
+step (torch.cuda.synchronize around each), after one warm-up run; then
+--rounds rounds in which every arm runs once in turn give the "interleaved"
+medians and ratios (the host's speed moves between runs, so those compare
+the same moments). Outputs
 are checked too: each remote arm is fed the native run's greedy tokens, and
 every arm's logits of every call (the native one's included) are compared
 with those of the model's float32 copy run by transformers' torch core on the
@@ -215,6 +218,10 @@ def main():
                         "or whatever transformers picks")
     p.add_argument("--profile_steps", type=int, default=0,
                    help="also profile (cProfile) a prefill and this many decode steps per arm")
+    p.add_argument("--rounds", type=int, default=2,
+                   help="then this many rounds in which the native arm and every remote arm "
+                        "take turns (one run each): the ratios of the same moments "
+                        "(\"interleaved\" in the JSON)")
     p.add_argument("--json_out")
     a = p.parse_args()
     import torch
@@ -277,8 +284,45 @@ def main():
                               r["decode_step_ratio"], r["logits_vs_native"], r["logits_vs_fp32"]),
               flush=True)
         save()
+    arms = [arm for arm, r in results["remote"].items() if "error" not in r]
+    if a.rounds and arms:
+        results["interleaved_rounds"] = a.rounds
+        results["interleaved"] = interleaved(model, client, ids, tokens, a, arms)
+        for arm, r in results["interleaved"].items():
+            print("interleaved %s: prefill %.2f ms, decode step %.3f ms%s" % (
+                arm, r["prefill_ms"], r["decode_step_ms"], "" if arm == "native" else
+                " (%.2fx / %.2fx)" % (r["prefill_ratio"], r["decode_step_ratio"])), flush=True)
     client.close()
     save()
+
+
+def interleaved(model, client, ids, tokens, a, arms):
+    """Medians over `a.rounds` rounds in which the native arm and each remote
+    arm run once in turn (each remote run after a 2-step warm-up with its
+    handle): the host's speed moves between runs (the native step measured
+    17-25 ms over five visits), so ratios of the same moments are fairer."""
+    times = {arm: ([], []) for arm in ["native"] + arms}
+    for _ in range(a.rounds):
+        for arm in ["native"] + arms:
+            handle = None
+            if arm != "native":
+                regions, channel = ARMS[arm]
+                handle = use_remote_gdn(model, client, regions=regions, channel=channel)
+            try:
+                if handle is not None:
+                    run(model, ids, 2, a.device, tokens)
+                prefill, steps, _, _ = run(model, ids, a.steps, a.device, tokens)
+            finally:
+                if handle is not None:
+                    handle.close()
+            times[arm][0].append(prefill)
+            times[arm][1].extend(steps)
+    out = {arm: {"prefill_ms": 1e3 * statistics.median(p), "decode_step_ms": 1e3 * statistics.median(s)}
+           for arm, (p, s) in times.items()}
+    for arm in arms:
+        out[arm]["prefill_ratio"] = out[arm]["prefill_ms"] / out["native"]["prefill_ms"]
+        out[arm]["decode_step_ratio"] = out[arm]["decode_step_ms"] / out["native"]["decode_step_ms"]
+    return out
 
 
 if __name__ == "__main__":
