@@ -38,7 +38,7 @@ fi
 test_name=affinity_test
 log_globs='*.log nginx/error.log'
 log_lines=40
-# shellcheck source=tests/deploy/temp_workspace.sh
+# shellcheck source=SCRIPTDIR/temp_workspace.sh
 . "$(dirname "${BASH_SOURCE[0]}")/temp_workspace.sh"  # $work, $pids, the EXIT trap
 trap 'exit 130' INT TERM
 

@@ -38,7 +38,7 @@ done
 test_name=metrics_tls_test
 log_globs='*.err *.log nginx-*/error.log nginx-*/access.log'
 log_lines=20
-# shellcheck source=tests/deploy/temp_workspace.sh
+# shellcheck source=SCRIPTDIR/temp_workspace.sh
 . "$(dirname "${BASH_SOURCE[0]}")/temp_workspace.sh"  # $work, $pids, the EXIT trap
 trap 'exit 130' INT TERM
 
