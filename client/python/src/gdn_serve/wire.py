@@ -182,22 +182,31 @@ def _dtype_shape(dtype: int, shape: Sequence[int]) -> bytes:
     return body
 
 
-_HEADER_CACHE: Dict[tuple, bytes] = {}
+# Encoded fields that repeat call after call (shapes, a model runner's staging
+# references), by their arguments; emptied when it grows past _CACHE_LIMIT.
+_FIELD_CACHE: Dict[tuple, bytes] = {}
+_CACHE_LIMIT = 4096
+
+
+def _cached(key: tuple, make) -> bytes:
+    """_FIELD_CACHE[key], made by make() on a miss."""
+    value = _FIELD_CACHE.get(key)
+    if value is None:
+        if len(_FIELD_CACHE) > _CACHE_LIMIT:
+            _FIELD_CACHE.clear()
+        value = _FIELD_CACHE[key] = make()
+    return value
 
 
 def tensor_header(field: int, dtype: int, shape: Tuple[int, ...], nbytes: int) -> bytes:
     """Everything of an inline Tensor field up to (not including) its nbytes of data
     (cached: shapes repeat). nbytes 0 leaves `data` unset."""
-    key = (field, dtype, shape, nbytes)
-    cached = _HEADER_CACHE.get(key)
-    if cached is None:
-        if len(_HEADER_CACHE) > 4096:
-            _HEADER_CACHE.clear()
+    def make():
         body = _dtype_shape(dtype, shape)
         if nbytes:
             body += b"\x1a" + encode_varint(nbytes)
-        cached = _HEADER_CACHE[key] = _key(field, _LEN) + encode_varint(len(body) + nbytes) + body
-    return cached
+        return _key(field, _LEN) + encode_varint(len(body) + nbytes) + body
+    return _cached(("header", field, dtype, shape, nbytes), make)
 
 
 class RegionRef(NamedTuple):
@@ -218,32 +227,17 @@ def _region_ref_body(ref: RegionRef) -> bytes:
     return body
 
 
-_REF_FIELD_CACHE: Dict[tuple, bytes] = {}
-
-
 def tensor_ref_field(field: int, dtype: int, shape: Tuple[int, ...], ref: RegionRef) -> bytes:
     """A whole Tensor field whose payload is `ref` (Tensor.ref, field 4; always
     written, even empty: a oneof member that is set). Cached: a model runner's
     staging buffers give the same references call after call."""
-    key = (field, dtype, shape, ref)
-    cached = _REF_FIELD_CACHE.get(key)
-    if cached is None:
-        if len(_REF_FIELD_CACHE) > 4096:
-            _REF_FIELD_CACHE.clear()
-        body = _dtype_shape(dtype, shape) + _length_delimited(4, _region_ref_body(ref))
-        cached = _REF_FIELD_CACHE[key] = _length_delimited(field, body)
-    return cached
+    return _cached(("ref", field, dtype, shape, ref), lambda: _length_delimited(
+        field, _dtype_shape(dtype, shape) + _length_delimited(4, _region_ref_body(ref))))
 
 
 def o_region_field(ref: RegionRef) -> bytes:
     """ForwardRequest.o_region (field 13; cached like tensor_ref_field)."""
-    key = (13, ref)
-    cached = _REF_FIELD_CACHE.get(key)
-    if cached is None:
-        if len(_REF_FIELD_CACHE) > 4096:
-            _REF_FIELD_CACHE.clear()
-        cached = _REF_FIELD_CACHE[key] = _length_delimited(13, _region_ref_body(ref))
-    return cached
+    return _cached(("o_region", ref), lambda: _length_delimited(13, _region_ref_body(ref)))
 
 
 def encode_forward_request(layer: int, sequences_bytes: bytes,
