@@ -3,6 +3,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/device_topology.h"
 #ifdef GDN_HAVE_CUDA_BACKEND
 #include "kernels/cuda/cuda_backend.h"
 #endif
@@ -34,7 +35,14 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(
   if (config.kind == BackendKind::kCuda || CudaDeviceAvailable()) {
     return CreateCudaBackend(config.cuda_device);
   }
+  // auto without a device: a device picked explicitly is not dropped for
+  // the cpu without a word.
+  if (config.cuda_device != 0) return ValidateDeviceIndex(config.cuda_device, 0);
 #else
+  if (config.kind == BackendKind::kAuto && config.cuda_device != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--device=", config.cuda_device, " but this binary was built without CUDA"));
+  }
   if (config.kind == BackendKind::kCuda) {
     return absl::FailedPreconditionError(
         "backend=cuda requested but this binary was built without CUDA "

@@ -115,7 +115,8 @@ check_proxy() {
     "$root/deploy/envoy/ring-service.yaml" "$root/deploy/envoy/proxy.yaml" \
     "$root/deploy/envoy/snapshots-pvc.yaml"
   "$tools/venv/bin/shellcheck" -x "$root/deploy/nginx/render-config.sh" \
-    "$root/deploy/nginx/render-metrics-tls.sh" "$root/tests/deploy/affinity_test.sh" \
+    "$root/deploy/nginx/render-metrics-tls.sh" "$root/deploy/nginx/serve-per-gpu.sh" \
+    "$root/tests/deploy/affinity_test.sh" \
     "$root/tests/deploy/metrics_tls_test.sh" "$root/tests/deploy/temp_workspace.sh"
 }
 

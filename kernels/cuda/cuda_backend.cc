@@ -11,6 +11,7 @@
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_stream.h"
+#include "kernels/device_topology.h"
 #include "kernels/cuda/recurrent_params.h"
 
 namespace gdn {
@@ -36,18 +37,15 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(int device) {
         "no usable CUDA device: ",
         error != cudaSuccess ? cudaGetErrorString(error) : "device count is 0"));
   }
-  if (device < 0 || device >= count) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cuda device ", device, " out of range (", count, " devices)"));
-  }
+  if (absl::Status s = ValidateDeviceIndex(device, count); !s.ok()) return s;
   GDN_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
   cudaDeviceProp prop;
   GDN_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));
   cudaStream_t stream = nullptr;
   GDN_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::string description =
-      absl::StrCat(prop.name, " (sm_", prop.major, prop.minor, ", ", prop.multiProcessorCount,
-                   " SMs, ", prop.totalGlobalMem >> 20, " MiB)");
+      absl::StrCat(prop.name, " (device ", device, ", sm_", prop.major, prop.minor, ", ",
+                   prop.multiProcessorCount, " SMs, ", prop.totalGlobalMem >> 20, " MiB)");
   return std::unique_ptr<Backend>(
       std::make_unique<cuda::CudaBackend>(device, stream, std::move(description)));
 }

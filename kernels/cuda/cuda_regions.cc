@@ -1,6 +1,8 @@
 // CudaBackend's side of same-host memory regions (kernels/backend.h):
 // registering shared host memory, opening another process's device memory
-// from its IPC handle, and checking values where they lie on the device.
+// from its IPC handle (on the server's GPU, or on another GPU of the host
+// over peer access where the topology allows it: kernels/device_topology.h),
+// and checking values where they lie on the device.
 // Every method here may run on any thread (the server's request threads).
 #include <cuda.h>  // types of cuMemGetAddressRange only (reached through the runtime)
 #include <cuda_runtime_api.h>
@@ -14,6 +16,7 @@
 #include "kernels/cuda/check_values.h"
 #include "kernels/cuda/cuda_backend_impl.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/device_topology.h"
 
 namespace gdn::cuda {
 namespace {
@@ -85,6 +88,34 @@ absl::StatusOr<size_t> AllocationBytes(void* base) {
   return bytes - (reinterpret_cast<CUdeviceptr>(base) - start);
 }
 
+// The devices this process sees and which may access which
+// (cudaDeviceCanAccessPeer), read from the driver once: it does not change
+// while the process runs.
+absl::StatusOr<PeerTopology> HostPeerTopology() {
+  static const absl::StatusOr<PeerTopology>* const topology = [] {
+    PeerTopology t;
+    if (cudaGetDeviceCount(&t.device_count) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return new absl::StatusOr<PeerTopology>(
+          absl::InternalError("cudaGetDeviceCount failed reading the peer topology"));
+    }
+    const int n = t.device_count;
+    t.can_access.assign(static_cast<size_t>(n) * n, false);
+    for (int from = 0; from < n; ++from) {
+      for (int to = 0; to < n; ++to) {
+        int can = 0;
+        if (from != to && cudaDeviceCanAccessPeer(&can, from, to) != cudaSuccess) {
+          (void)cudaGetLastError();
+          can = 0;
+        }
+        t.can_access[static_cast<size_t>(from) * n + to] = can != 0;
+      }
+    }
+    return new absl::StatusOr<PeerTopology>(std::move(t));
+  }();
+  return *topology;
+}
+
 }  // namespace
 
 absl::StatusOr<Backend::HostRegistration> CudaBackend::RegisterHostMemory(void* data,
@@ -114,27 +145,45 @@ absl::StatusOr<Backend::DeviceMapping> CudaBackend::OpenIpcMemory(absl::string_v
                                                    " bytes (a cudaIpcMemHandle_t), got ",
                                                    ipc_handle.size()));
   }
-  if (device != device_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device_id: this server runs on device ", device_, "; the region is on device ", device,
-        " (regions must live on the server's GPU)"));
-  }
   std::memcpy(&handle, ipc_handle.data(), sizeof(handle));
+  absl::StatusOr<PeerTopology> topology = HostPeerTopology();
+  if (!topology.ok()) return topology.status();
+  // The client's device_id, as the server numbers devices: refused at once
+  // when the topology already says the server cannot reach it. (A client
+  // that sees other devices than the server, CUDA_VISIBLE_DEVICES, may
+  // number them otherwise; the handle's own device decides below.)
+  if (device >= 0 && device < topology->device_count) {
+    if (absl::StatusOr<RegionAccess> a = DecideRegionAccess(device_, device, *topology); !a.ok()) {
+      return a.status();
+    }
+  }
   if (absl::Status s = Activate(); !s.ok()) return s;
   void* base = nullptr;
+  // Lazy peer access: memory of another GPU of this host is mapped for this
+  // server's device over NVLink / PCIe (peer access enabled on first use).
   const cudaError_t e = cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();  // not sticky; clear it for this thread
     return absl::InvalidArgumentError(absl::StrCat(
-        "cuda_ipc_handle: cudaIpcOpenMemHandle failed: ", cudaGetErrorName(e), ": ",
+        "cuda_ipc_handle: cudaIpcOpenMemHandle failed on the server's device ", device_,
+        " for a region on device ", device, ": ", cudaGetErrorName(e), ": ",
         cudaGetErrorString(e), " (a handle from cudaIpcGetMemHandle of a live allocation in "
-        "another process on this host and GPU)"));
+        "another process on this host, on the server's GPU or a peer of it that the server "
+        "sees: CUDA_VISIBLE_DEVICES)"));
   }
   const int dev = device_;
   std::shared_ptr<void> mapping(base, [dev](void* p) {
     (void)cudaSetDevice(dev);
     (void)cudaIpcCloseMemHandle(p);
   });
+  // Where the memory really lies, in this process's numbering: the one the
+  // peer decision must hold for (dropping `mapping` closes the handle).
+  cudaPointerAttributes attributes;
+  GDN_CUDA_RETURN_IF_ERROR(cudaPointerGetAttributes(&attributes, base));
+  if (absl::StatusOr<RegionAccess> a = DecideRegionAccess(device_, attributes.device, *topology);
+      !a.ok()) {
+    return a.status();
+  }
   absl::StatusOr<size_t> bytes = AllocationBytes(base);
   if (!bytes.ok()) return bytes.status();
   return DeviceMapping{std::move(mapping), static_cast<char*>(base), *bytes};

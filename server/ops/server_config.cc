@@ -1,5 +1,7 @@
 #include "server/ops/server_config.h"
 
+#include <cstdlib>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/ops/byte_size.h"
@@ -8,6 +10,7 @@ namespace gdn {
 
 absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (absl::Status s = ValidateOptions(c.options); !s.ok()) return s;
+  if (absl::Status s = ValidateDeviceFlag(c.backend); !s.ok()) return s;
   if (c.num_layers < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("layers must be >= 1, got ", c.num_layers));
@@ -57,6 +60,19 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateDeviceFlag(const BackendConfig& backend) {
+  if (backend.cuda_device < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device must be >= 0, got ", backend.cuda_device));
+  }
+  if (backend.cuda_device != 0 && backend.kind == BackendKind::kCpu) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--device=", backend.cuda_device, " picks a CUDA device, but --backend=cpu has none "
+        "(leave --device at 0, or use --backend=cuda)"));
+  }
+  return absl::OkStatus();
+}
+
 size_t DefaultDeviceBudget(absl::string_view backend_name,
                            const DeviceMemoryInfo& memory) {
   if (backend_name == "cuda" && memory.total_bytes > memory.used_bytes) {
@@ -80,6 +96,9 @@ std::string DescribeServerConfig(const ServerConfig& c) {
                                                          : "auto",
                   "\n");
   absl::StrAppend(&out, "  cpu_threads = ", c.backend.cpu_threads, "\n");
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  absl::StrAppend(&out, "  device = ", c.backend.cuda_device, " (cuda; CUDA_VISIBLE_DEVICES=",
+                  visible == nullptr ? "(unset)" : visible, ")\n");
   absl::StrAppend(&out, "  layers = ", c.num_layers, "\n");
   absl::StrAppend(&out, "  layer = ", DescribeOptions(c.options), "\n");
   absl::StrAppend(&out, "  device_state_budget = ",

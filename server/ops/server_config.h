@@ -113,6 +113,12 @@ struct ServerConfig {
 // InvalidArgument naming the first bad field (options via ValidateOptions).
 absl::Status ValidateServerConfig(const ServerConfig& config);
 
+// --device (BackendConfig::cuda_device): InvalidArgument when negative, or
+// not 0 with --backend=cpu. Whether the device exists is known only once
+// the cuda backend starts (kernels/device_topology.h, ValidateDeviceIndex:
+// an out-of-range index stops gdn-server at start-up, exit status 1).
+absl::Status ValidateDeviceFlag(const BackendConfig& backend);
+
 // Default budgets when the flags leave them at 0: cpu 2 GiB device tier;
 // cuda 60% of the device's free memory; host tier 4 GiB.
 size_t DefaultDeviceBudget(absl::string_view backend_name,

@@ -16,6 +16,10 @@ ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
           "Prometheus /metrics address HOST:PORT (port 0 picks a free port)");
 ABSL_FLAG(std::string, backend, "auto",
           "kernel backend: auto (cuda when built and a device exists), cpu, cuda");
+ABSL_FLAG(int32_t, device, 0,
+          "CUDA device this server runs on (one server per GPU), counted among "
+          "the devices CUDA_VISIBLE_DEVICES leaves visible; out of range fails "
+          "at start-up. The cpu backend takes only 0");
 ABSL_FLAG(int32_t, layers, 36, "GDN layers per session");
 ABSL_FLAG(int32_t, qk_heads, 16, "query/key heads Hqk");
 ABSL_FLAG(int32_t, v_heads, 32, "value heads Hv (a multiple of qk_heads)");
@@ -123,6 +127,7 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags() {
         absl::GetFlag(FLAGS_backend), "'"));
   }
   c.backend.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
+  c.backend.cuda_device = absl::GetFlag(FLAGS_device);
   c.num_layers = absl::GetFlag(FLAGS_layers);
   c.options.shape.num_qk_heads = absl::GetFlag(FLAGS_qk_heads);
   c.options.shape.num_v_heads = absl::GetFlag(FLAGS_v_heads);
