@@ -62,11 +62,11 @@ __device__ __forceinline__ void CopyRowAsync(RowBits* smem_dst, const void* glob
 // slot `stage` (nothing for an item past the end, a zero or unusable page).
 template <typename Shape, int kStages>
 __device__ __forceinline__ void PrefetchDeepTile(const RecurrentParams& p, int item_index,
-                                                 int num_items, typename Shape::RowBits* ring,
-                                                 int stage) {
+                                                 int num_items, const ItemDivisors& div,
+                                                 typename Shape::RowBits* ring, int stage) {
   using StateT = typename Shape::StateT;
   if (item_index >= num_items) return;
-  const RecurrentItem it = LoadItem<Shape>(p, item_index);
+  const RecurrentItem it = LoadItem<Shape>(p, item_index, div);
   if (it.initial_page < 0 || !it.pages_ok) return;
   const StateT* src = reinterpret_cast<const StateT*>(
       p.pool_base + (int64_t)it.initial_page * p.page_bytes) + ThreadTileOffset<Shape>(it);
@@ -93,26 +93,27 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
   int item = blockIdx.x;
   if (item >= num_items) return;
   const int stride = gridDim.x;
-  if (p.pdl) PrefetchTileL2<Shape>(p, LoadItem<Shape>(p, item));  // a hint
+  const ItemDivisors div = MakeItemDivisors(p);
+  if (p.pdl) PrefetchTileL2<Shape>(p, LoadItem<Shape>(p, item, div));  // a hint
   GridDependencyWait();  // PDL: state pages only after the previous kernel
   // Prologue: the tiles of this block's first kStages - 1 items, one commit
   // group each (empty groups keep the count uniform).
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    PrefetchDeepTile<Shape, kStages>(p, item + s * stride, num_items, ring, s);
+    PrefetchDeepTile<Shape, kStages>(p, item + s * stride, num_items, div, ring, s);
     __pipeline_commit();
   }
   int stage = 0;  // ring slot of the current item's tile
   int buffer = 0;
   for (;;) {
-    const RecurrentItem cur = LoadItem<Shape>(p, item);
+    const RecurrentItem cur = LoadItem<Shape>(p, item, div);
     __syncthreads();  // the previous item's staged tokens are consumed
     StageTokens<Shape>(p, smem, cur.bos, min(cur.eos - cur.bos, kTokensPerChunk), cur.head,
                        cur.qk_head, cur.col0);
     // The item kStages - 1 ahead goes into the slot the previous item used
     // (this thread read its own rows of it into registers already).
     const int ahead_stage = stage == 0 ? kStages - 1 : stage - 1;
-    PrefetchDeepTile<Shape, kStages>(p, item + (kStages - 1) * stride, num_items, ring,
+    PrefetchDeepTile<Shape, kStages>(p, item + (kStages - 1) * stride, num_items, div, ring,
                                      ahead_stage);
     __pipeline_commit();
     __pipeline_wait_prior(kStages - 1);  // this item's tile has landed

@@ -157,9 +157,11 @@ struct RecurrentSmem {
   // [buffer][warp][0: D^T k, 1: D^T q][column]
   alignas(16) float partial[2][Shape::kWarps][2][Shape::kVTile];
   // int8 / fp8 stores (recurrent_quant.cuh): each warp's max |x| (AbsBits)
-  // per scale group of the tile; one element for the other dtypes.
+  // per scale group of the tile, [0] for the final store and [1] for the
+  // prefix-state stores (StoreTile); one element for the other dtypes.
   static constexpr bool kQuant = kQuantState<typename Shape::StateT>;
-  uint32_t amax[kQuant ? Shape::kWarps : 1][kQuant ? Shape::kVTile / kStateScaleCols : 1];
+  uint32_t amax[kQuant ? 2 : 1][kQuant ? Shape::kWarps : 1]
+               [kQuant ? Shape::kVTile / kStateScaleCols : 1];
   float u[kQuant ? Shape::kVTile : 1];  // int8 / fp8 token step: u per column
 };
 
@@ -249,11 +251,15 @@ __device__ __forceinline__ void StageTokens(const RecurrentParams& p,
       smem.beta[t] = gate_beta;
     }
   }
-  const InT* v = static_cast<const InT*>(p.v);
-  for (int i = threadIdx.x; i < n * Shape::kVTile; i += Shape::kThreads) {
-    const int t = i / Shape::kVTile;
-    const int c = i % Shape::kVTile;
-    smem.v[t][c] = ToFloat(v[((int64_t)(tok0 + t) * Hv + head) * Shape::kV + col0 + c]);
+  // v: thread i stages column i % kVTile of tokens i / kVTile, i / kVTile +
+  // kThreads / kVTile, ... (a rolled loop: one pass for a decode token).
+  static_assert(Shape::kThreads % Shape::kVTile == 0, "whole v tile rows per pass");
+  constexpr int kTokensPerPass = Shape::kThreads / Shape::kVTile;
+  const int c = threadIdx.x % Shape::kVTile;
+  const InT* v = static_cast<const InT*>(p.v) + (int64_t)head * Shape::kV + col0 + c;
+#pragma unroll 1
+  for (int t = threadIdx.x / Shape::kVTile; t < n; t += kTokensPerPass) {
+    smem.v[t][c] = ToFloat(v[(int64_t)(tok0 + t) * Hv * Shape::kV]);
   }
 }
 
@@ -267,16 +273,48 @@ struct RecurrentItem {
   bool pages_ok;  // every id usable (kZeroStatePage counts as usable initial / checkpoint)
 };
 
+// Division of a non-negative int below 2^31 by a runtime divisor d >= 1 as
+// a multiply-high, an add and a shift (the round-up magic of Granlund and
+// Montgomery: mul = 2^32 (2^shift - d) / d + 1, shift = ceil(log2 d), the
+// quotient (umulhi(n, mul) + n) >> shift). The persistent kernels decode one
+// item index per item; the two integer divisions by num_v_heads and
+// group_size were ~100 of the ~1700 instructions of a decode item.
+struct FastDivisor {
+  uint32_t mul, shift;
+};
+
+__device__ __forceinline__ FastDivisor MakeFastDivisor(int d) {
+  const uint32_t ud = static_cast<uint32_t>(d);
+  const uint32_t shift = ud > 1 ? 32u - __clz(ud - 1) : 0u;
+  const uint64_t mul = (((uint64_t{1} << shift) - ud) << 32) / ud + 1;
+  return {static_cast<uint32_t>(mul), shift};
+}
+
+__device__ __forceinline__ int FastDiv(int n, FastDivisor d) {
+  const uint32_t un = static_cast<uint32_t>(n);
+  return static_cast<int>((__umulhi(un, d.mul) + un) >> d.shift);
+}
+
+// The runtime divisors of an item index (once per block).
+struct ItemDivisors {
+  FastDivisor heads;  // num_v_heads
+  FastDivisor group;  // group_size
+};
+
+__device__ __forceinline__ ItemDivisors MakeItemDivisors(const RecurrentParams& p) {
+  return {MakeFastDivisor(p.num_v_heads), MakeFastDivisor(p.group_size)};
+}
+
+// item = (seq * Hv + head) * kTilesPerHead + tile; seq, head and qk_head
+// given, the rest read from the params.
 template <typename Shape>
-__device__ __forceinline__ RecurrentItem LoadItem(const RecurrentParams& p, int item) {
+__device__ __forceinline__ RecurrentItem LoadItemAt(const RecurrentParams& p, int item, int seq,
+                                                    int head, int qk_head) {
   RecurrentItem it;
-  // item = (seq * Hv + head) * kTilesPerHead + tile
-  const int tile = item % Shape::kTilesPerHead;
-  const int seq_head = item / Shape::kTilesPerHead;
-  it.head = seq_head % p.num_v_heads;
-  it.seq = seq_head / p.num_v_heads;
-  it.qk_head = it.head / p.group_size;
-  it.col0 = tile * Shape::kVTile;
+  it.seq = seq;
+  it.head = head;
+  it.qk_head = qk_head;
+  it.col0 = (item % Shape::kTilesPerHead) * Shape::kVTile;
   it.bos = p.cu_seqlens[it.seq];
   it.eos = p.cu_seqlens[it.seq + 1];
   it.initial_page = p.initial_pages[it.seq];
@@ -291,6 +329,23 @@ __device__ __forceinline__ RecurrentItem LoadItem(const RecurrentParams& p, int 
     it.pages_ok &= id == kZeroStatePage || (id >= 0 && id < p.num_pages);
   }
   return it;
+}
+
+template <typename Shape>
+__device__ __forceinline__ RecurrentItem LoadItem(const RecurrentParams& p, int item) {
+  const int seq_head = item / Shape::kTilesPerHead;
+  const int head = seq_head % p.num_v_heads;
+  return LoadItemAt<Shape>(p, item, seq_head / p.num_v_heads, head, head / p.group_size);
+}
+
+// The same with the divisors precomputed (the persistent kernels).
+template <typename Shape>
+__device__ __forceinline__ RecurrentItem LoadItem(const RecurrentParams& p, int item,
+                                                  const ItemDivisors& div) {
+  const int seq_head = item / Shape::kTilesPerHead;
+  const int seq = FastDiv(seq_head, div.heads);
+  const int head = seq_head - seq * p.num_v_heads;
+  return LoadItemAt<Shape>(p, item, seq, head, FastDiv(head, div.group));
 }
 
 // Element offset of this thread's first state row in a page: rows
@@ -316,6 +371,38 @@ __device__ __forceinline__ void PrefetchTileL2(const RecurrentParams& p,
   }
 }
 
+// A hint for the persistent kernels: the L2 lines of `it`'s first token's
+// inputs (q and k rows, the v tile, the gates), asked for by the last warp
+// one item ahead, so that StageTokens' loads (on the critical path of a
+// decode item: one warp stages while the others wait at a barrier) hit L2.
+template <typename Shape>
+__device__ __forceinline__ void PrefetchTokensL2(const RecurrentParams& p,
+                                                 const RecurrentItem& it) {
+  using InT = typename Shape::InT;
+  constexpr int kQkLines = (Shape::kK * static_cast<int>(sizeof(InT)) + 127) / 128;
+  constexpr int kVLines = (Shape::kVTile * static_cast<int>(sizeof(InT)) + 127) / 128;
+  static_assert(2 * kQkLines + kVLines + 2 <= 32, "one line per lane");
+  const int lane = static_cast<int>(threadIdx.x) - 32 * (Shape::kWarps - 1);
+  if (lane < 0 || it.eos <= it.bos || !it.pages_ok) return;
+  const int64_t tok = it.bos;
+  const int64_t qk = (tok * p.num_qk_heads + it.qk_head) * Shape::kK;
+  const int64_t gi = tok * p.num_v_heads + it.head;
+  const void* line = nullptr;
+  if (lane < kQkLines) {
+    line = static_cast<const char*>(p.q) + qk * sizeof(InT) + 128 * lane;
+  } else if (lane < 2 * kQkLines) {
+    line = static_cast<const char*>(p.k) + qk * sizeof(InT) + 128 * (lane - kQkLines);
+  } else if (lane < 2 * kQkLines + kVLines) {
+    line = static_cast<const char*>(p.v) +
+           ((gi * Shape::kV + it.col0) * sizeof(InT) + 128 * (lane - 2 * kQkLines));
+  } else if (lane == 2 * kQkLines + kVLines) {
+    line = (p.fused_gating ? p.a : p.g) + gi;
+  } else if (lane == 2 * kQkLines + kVLines + 1) {
+    line = (p.fused_gating ? p.b : p.beta) + gi;
+  }
+  if (line != nullptr) PrefetchL2(line);
+}
+
 // Byte offset of this thread's kCols scales in a page (int8 / fp8).
 template <typename Shape>
 __device__ __forceinline__ int64_t ThreadScaleOffset(const RecurrentParams& p,
@@ -326,14 +413,20 @@ __device__ __forceinline__ int64_t ThreadScaleOffset(const RecurrentParams& p,
 
 // The state tile in registers (this thread's rows) into page `page`;
 // last_token: the last token the state has seen (int8 / fp8 rounding salt).
+// int8 / fp8: `final` picks the amax buffer, since the store has no barrier
+// before its amax writes: a prefix-state store may be followed at once by
+// the final store, but two stores into one buffer are always separated by
+// a block barrier (a token step's, for prefix states; the next item's
+// staging barrier, for final stores).
 template <typename Shape>
 __device__ __forceinline__ void StoreTile(const RecurrentParams& p, RecurrentSmem<Shape>& smem,
                                           const RecurrentItem& it, int page,
                                           const float (&s)[Shape::kRowsPerThread][Shape::kCols],
-                                          int64_t last_token) {
+                                          int64_t last_token, bool final) {
   using StateT = typename Shape::StateT;
   if constexpr (kQuantState<StateT>) {
-    StoreQuantTile<Shape>(p, &smem.amax[0][0], it.head, it.col0, page, s, last_token);
+    StoreQuantTile<Shape>(p, &smem.amax[final ? 0 : 1][0][0], it.head, it.col0, page, s,
+                          last_token);
   } else {
     StateT* dst = reinterpret_cast<StateT*>(p.pool_base + (int64_t)page * p.page_bytes) +
                   ThreadTileOffset<Shape>(it);
@@ -478,7 +571,9 @@ __device__ __forceinline__ void RunItemTokens(const RecurrentParams& p,
           done / p.checkpoint_interval <= it.checkpoint_count) {
         const int id =
             p.checkpoint_pages[it.seq * p.checkpoints_per_seq + done / p.checkpoint_interval - 1];
-        if (id != kZeroStatePage) StoreTile<Shape>(p, smem, it, id, s, chunk_start + t - 1);
+        if (id != kZeroStatePage) {
+          StoreTile<Shape>(p, smem, it, id, s, chunk_start + t - 1, false);
+        }
       }
     }
     chunk_start += n;
@@ -490,7 +585,7 @@ __device__ __forceinline__ void RunItemTokens(const RecurrentParams& p,
     }
   }
 
-  if (it.pages_ok) StoreTile<Shape>(p, smem, it, it.final_page, s, it.eos - 1);
+  if (it.pages_ok) StoreTile<Shape>(p, smem, it, it.final_page, s, it.eos - 1, true);
 }
 
 // One block per item: load the tile (registers), stage the tokens, run.

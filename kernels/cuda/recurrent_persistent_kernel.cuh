@@ -69,7 +69,8 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
   TriggerDependentLaunch();
   int item = blockIdx.x;
   if (item >= num_items) return;
-  RecurrentItem cur = LoadItem<Shape>(p, item);
+  const ItemDivisors div = MakeItemDivisors(p);
+  RecurrentItem cur = LoadItem<Shape>(p, item, div);
   if (p.pdl) PrefetchTileL2<Shape>(p, cur);  // a hint; the copy waits below
   GridDependencyWait();  // PDL: state pages only after the previous kernel
   PrefetchTile<Shape>(p, cur, tile_buffers, 0);
@@ -80,11 +81,14 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
     const int next_item = item + gridDim.x;
     const bool has_next = next_item < num_items;
     RecurrentItem next = cur;
-    if (has_next) next = LoadItem<Shape>(p, next_item);
+    if (has_next) next = LoadItem<Shape>(p, next_item, div);
     __syncthreads();  // the previous item's staged tokens are consumed
     StageTokens<Shape>(p, smem, cur.bos, min(cur.eos - cur.bos, kTokensPerChunk), cur.head,
                        cur.qk_head, cur.col0);
-    if (has_next) PrefetchTile<Shape>(p, next, tile_buffers, stage ^ 1);
+    if (has_next) {
+      PrefetchTile<Shape>(p, next, tile_buffers, stage ^ 1);
+      PrefetchTokensL2<Shape>(p, next);
+    }
     __pipeline_commit();
     __pipeline_wait_prior(1);  // this item's tile has landed
     float s[kRows][Shape::kCols];

@@ -188,8 +188,10 @@ __device__ __forceinline__ void StoreCodeRow(char* dst, const uint32_t* words) {
 // page_base:
 //   max |x| per group over this thread's rows, then over the row groups of
 //   the warp (integer max shuffles on the bits), then over the warps through
-//   amax_smem [kWarps][kVTile / kStateScaleCols] (two barriers: every thread
-//   of the block calls this);
+//   amax_smem [kWarps][kVTile / kStateScaleCols] (one barrier: every thread
+//   of the block calls this). No barrier before the writes: the caller
+//   passes a buffer whose previous readers are past a block barrier
+//   (recurrent_kernel.cuh StoreTile);
 //   lane g of each warp finishes group g (GroupScaleFor: two divisions per
 //   lane, not per group and thread) and hands the inverses to the lanes that
 //   own the group's columns by shuffles; warp 0 writes the scales;
@@ -227,7 +229,6 @@ __device__ __forceinline__ void StoreQuantTileAs(
       m[g] = max(m[g], __shfl_xor_sync(0xffffffffu, m[g], offset));
     }
   }
-  __syncthreads();  // an earlier store's readers of amax_smem are done
   if (lane < kThreadsPerRow) {
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) amax_smem[warp * kTileGroups + lane * kGroups + g] = m[g];
