@@ -25,7 +25,9 @@ with those of the model's float32 copy run by transformers' torch core on the
 same tokens (relative: max |x - ref| / max |ref|; the prefill call, the median
 and the largest over calls), and with the native arm's. --profile_steps N adds
 a cProfile of a prefill and N decode steps per arm (where a remote step's time
-goes). The server needs gating direct, >= 6 layers, the model's shape and
+goes); --trace_steps N a torch.profiler trace of N decode steps per arm (host
+and GPU: the time the host waits in stream synchronisations, the GPU's busy
+time, the top operators by host and by GPU time). The server needs gating direct, >= 6 layers, the model's shape and
 bf16 activations:
 
     gdn-server --backend=cuda --layers=6 --activation_dtype=bf16 --listen=unix:/tmp/g.sock
@@ -181,6 +183,47 @@ def profile(model, ids, steps, device, tokens):
     return text.getvalue()
 
 
+def trace(model, ids, steps, device, tokens):
+    """The trace below, or {"error": ...} (a diagnostic never stops the run)."""
+    try:
+        return _trace(model, ids, steps, device, tokens)
+    except Exception as e:  # noqa: BLE001 - reported in the JSON
+        return {"error": "%s: %s" % (type(e).__name__, e)}
+
+
+def _trace(model, ids, steps, device, tokens):
+    """torch.profiler over `steps` decode steps (after a prefill outside it):
+    per step the wall time, the GPU's kernel time and the host's time in CUDA
+    synchronisation calls, and the top operators by self host / GPU time."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+    with torch.no_grad():
+        out = model(ids, use_cache=True)
+        kw = "cache" if "cache" in inspect.signature(model.forward).parameters \
+            else "past_key_values"
+        sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+        sync()
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+        with torch_profile(activities=activities) as prof:
+            t0 = time.perf_counter()
+            for i in range(steps):
+                out = model(tokens[i], use_cache=True, **{kw: out.past_key_values})
+            sync()
+            wall = time.perf_counter() - t0
+    events = prof.key_averages()
+    gpu_us = sum(e.self_device_time_total for e in events
+                 if getattr(e, "device_type", None) is not None and "CUDA" in str(e.device_type))
+    sync_us = sum(e.cpu_time_total for e in events if "Synchronize" in e.key)
+    return {"steps": steps, "wall_ms_per_step": 1e3 * wall / steps,
+            "gpu_kernel_ms_per_step": 1e-3 * gpu_us / steps,
+            "host_sync_ms_per_step": 1e-3 * sync_us / steps,
+            "sync_calls": {e.key: [e.count, round(e.cpu_time_total / max(1, e.count), 1)]
+                           for e in events if "Synchronize" in e.key or "EventQuery" in e.key},
+            "top_host": events.table(sort_by="self_cpu_time_total", row_limit=20),
+            "top_gpu": events.table(sort_by="self_device_time_total", row_limit=12)
+            if device == "cuda" else ""}
+
+
 def fp32_reference(model, ids, steps, device, tokens, torch_cores):
     """The logits of the model's float32 copy fed the same tokens, run by
     transformers' own torch core (`torch_cores`: the unwrapped functions)."""
@@ -218,6 +261,8 @@ def main():
                         "or whatever transformers picks")
     p.add_argument("--profile_steps", type=int, default=0,
                    help="also profile (cProfile) a prefill and this many decode steps per arm")
+    p.add_argument("--trace_steps", type=int, default=0,
+                   help="also trace (torch.profiler) this many decode steps per arm")
     p.add_argument("--rounds", type=int, default=2,
                    help="then this many rounds in which the native arm and every remote arm "
                         "take turns (one run each): the ratios of the same moments "
@@ -249,6 +294,8 @@ def main():
         native["logits_vs_fp32"]), flush=True)
     if a.profile_steps:
         results["profile"]["native"] = profile(model, ids, a.profile_steps, a.device, tokens)
+    if a.trace_steps:
+        results.setdefault("trace", {})["native"] = trace(model, ids, a.trace_steps, a.device, tokens)
 
     def save():
         if a.json_out:
@@ -271,6 +318,9 @@ def main():
             r, logits, _ = measure(model, ids, a.steps, a.repeats, a.device, tokens)
             if a.profile_steps:
                 results["profile"][arm] = profile(model, ids, a.profile_steps, a.device, tokens)
+            if a.trace_steps:
+                results.setdefault("trace", {})[arm] = trace(model, ids, a.trace_steps, a.device,
+                                                             tokens)
         finally:
             handle.close()
         # The same inputs as the native run (its greedy tokens fed back).

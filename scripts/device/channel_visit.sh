@@ -210,7 +210,10 @@ if ! step tf; then
   ok=0
 elif [ "$BACKEND" = cuda ]; then
   ok=1; start_server tf --layers=6 --activation_dtype=bf16 || ok=0
-  args=(--device cuda --profile_steps 4 --arms "${TF_ARMS:-grpc_inline,grpc_regions,channel_regions}")
+  # TF_EXTRA: more transformers_speed.py flags (e.g. "--trace_steps 4 --rounds 3").
+  # shellcheck disable=SC2206  # split on purpose
+  args=(--device cuda --profile_steps 4 --arms "${TF_ARMS:-grpc_inline,grpc_regions,channel_regions}"
+        ${TF_EXTRA:-})
 else
   ok=1; start_server tf --layers=6 --qk_heads=2 --v_heads=4 --head_dim_k=64 --head_dim_v=64 \
     --activation_dtype=fp32 || ok=0
