@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/gating.h"
 #include "kernels/gdn_params.h"
+#include "proto/cpu_clones.h"
 #include "proto/tensor_codec.h"
 #include "server/sessions/session_id.h"
 
@@ -38,8 +39,9 @@ absl::Status MustBeAbsent(const TensorField& t, absl::string_view field, GatingM
 }
 
 // fp32 values that must lie in [lo, hi]: the index of the first that does
-// not, or n. Branch-free blocks, as FirstNonFinite.
-size_t FirstOutOfRange(const float* x, size_t n, float lo, float hi) {
+// not, or n. Branch-free blocks, as FirstNonFinite (and built per x86-64
+// level like it: proto/cpu_clones.h).
+GDN_CPU_CLONES size_t FirstOutOfRange(const float* x, size_t n, float lo, float hi) {
   constexpr size_t kBlock = 1024;
   size_t start = 0;
   for (; start + kBlock <= n; start += kBlock) {
