@@ -43,7 +43,7 @@ for tool in ${SAN_TOOLS:-racecheck synccheck}; do
            "draft_states_test"; do
     read -r -a args <<< "$t"  # split, never globbed
     say "compute-sanitizer $tool ${args[*]}"
-    timeout "${SAN_S:-120}" "$SANITIZER" --tool $tool --error-exitcode 9 "$B/${args[0]}" "${args[@]:1}" \
+    timeout "${SAN_S:-120}" "$SANITIZER" --tool "$tool" --error-exitcode 9 "$B/${args[0]}" "${args[@]:1}" \
       > "$WORK/san_${tool}_${args[0]}.txt" 2>&1
     echo "rc $?" | tee -a "$LOG"
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED) " "$WORK/san_${tool}_${args[0]}.txt" | tee -a "$LOG"
