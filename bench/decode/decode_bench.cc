@@ -4,9 +4,9 @@
 // on), fp32, bf16, int8 and fp8 state (--states=...; int8 / fp8 pages carry
 // fp32 scales, counted in the bytes moved; stores round to nearest, the
 // server's default), every block-shape variant compiled for the state
-// dtype (deep: the three-stage persistent ring; int8 / fp8: small,
-// persistent, deep), auto and deep also with programmatic dependent launch
-// ("+pdl": each launch's prologue overlaps the previous launch of the graph).
+// dtype (fp32: small, wide, persistent; bf16, int8 / fp8: small, persistent),
+// auto also with programmatic dependent launch ("+pdl": each launch's
+// prologue overlaps the previous launch of the graph).
 //
 // Method (shared/DEVICE.md): each timed unit is a CUDA graph of M decode
 // launches replayed after warm-up; time per call = median replay time / M.
@@ -202,19 +202,15 @@ absl::Status RunCase(const GdnOptions& options, int batch, double copy_gbps, cud
   cudaEvent_t start, stop;
   GDN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
   GDN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
-  // (variant, programmatic dependent launch): every variant plain, auto and
-  // deep also with PDL (consecutive launches overlap launch + prologue).
+  // (variant, programmatic dependent launch): every variant plain, auto
+  // also with PDL (consecutive launches overlap launch + prologue).
   const std::pair<cuda::RecurrentVariant, bool> kCases[] = {
-      {cuda::RecurrentVariant::kAuto, false},       {cuda::RecurrentVariant::kAuto, true},
-      {cuda::RecurrentVariant::kSmall, false},      {cuda::RecurrentVariant::kLarge, false},
-      {cuda::RecurrentVariant::kWide, false},       {cuda::RecurrentVariant::kPersistent, false},
-      {cuda::RecurrentVariant::kPersistentDeep, false},
-      {cuda::RecurrentVariant::kPersistentDeep, true}};
+      {cuda::RecurrentVariant::kAuto, false},  {cuda::RecurrentVariant::kAuto, true},
+      {cuda::RecurrentVariant::kSmall, false}, {cuda::RecurrentVariant::kWide, false},
+      {cuda::RecurrentVariant::kPersistent, false}};
   for (auto [variant, pdl] : kCases) {
-    if (variant == cuda::RecurrentVariant::kWide && s.head_dim_v < 128 && bf16_state) continue;
-    if (quant_state && (variant == cuda::RecurrentVariant::kLarge ||
-                        variant == cuda::RecurrentVariant::kWide)) {
-      continue;  // not compiled for int8 / fp8 (recurrent_instances.h)
+    if (variant == cuda::RecurrentVariant::kWide && (bf16_state || quant_state)) {
+      continue;  // compiled for fp32 states only (recurrent_instances.h)
     }
     cuda::RecurrentParams p;
     p.q = q;
@@ -402,28 +398,23 @@ int Main(int argc, char** argv) {
                commit.c_str());
   std::fprintf(md,
                "| Hv | state | batch | auto (variant) us | GB/s | %% copy | auto+pdl us | small us | "
-               "large us | wide us | persistent us | deep us (%% copy) | deep+pdl us |\n"
-               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+               "wide us | persistent us |\n"
+               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (size_t i = 0; i < records.size(); ++i) {
     const Record& r = records[i];
     if (r.variant != "auto") continue;
     auto time_of = [&](const char* variant) -> std::string {
-      for (size_t j = i; j < records.size() && j < i + 8; ++j) {
+      for (size_t j = i; j < records.size() && j < i + 5; ++j) {
         if (records[j].variant == variant && records[j].batch == r.batch) {
-          if (std::string(variant) == "deep") {
-            return absl::StrFormat("%.2f (%.1f)", records[j].us_per_call, records[j].pct_copy);
-          }
           return absl::StrFormat("%.2f", records[j].us_per_call);
         }
       }
       return "-";
     };
-    std::fprintf(md, "| %d | %s | %d | %.2f (%s) | %.0f | %.1f | %s | %s | %s | %s | %s | %s | %s |\n",
+    std::fprintf(md, "| %d | %s | %d | %.2f (%s) | %.0f | %.1f | %s | %s | %s | %s |\n",
                  r.hv, r.state.c_str(), r.batch, r.us_per_call, r.resolved.c_str(), r.gbps,
                  r.pct_copy, time_of("auto+pdl").c_str(), time_of("small").c_str(),
-                 time_of("large").c_str(), time_of("wide").c_str(),
-                 time_of("persistent").c_str(), time_of("deep").c_str(),
-                 time_of("deep+pdl").c_str());
+                 time_of("wide").c_str(), time_of("persistent").c_str());
   }
   // Issue 4's targets, from the records above: bf16 pages >= 85% of copy and
   // >= 1.8x the fp32 throughput (best variant of each, plain launches), and

@@ -33,7 +33,7 @@ def main():
     ap.add_argument("--capi", required=True)
     ap.add_argument("--rows", default="16/32/1/32768", help="Hqk/Hv/N/L, comma-separated")
     ap.add_argument("--v-tile", type=int, default=0)
-    ap.add_argument("--prep-variants", default="-1", help="kernel-1 variants to profile, comma-separated")
+    ap.add_argument("--prep-variants", default="-1", help="kernel-1 codes to profile, comma-separated (-1 or 4: the one kernel 1; 3 was removed in issue 22)")
     ap.add_argument("--state-variants", default="-1", help="kernel-2 variants to profile, comma-separated")
     ap.add_argument("--tables", action="store_true", help="our kernel tables, no ncu window")
     ap.add_argument("--fla", action="store_true", help="--tables with FLA's beside")

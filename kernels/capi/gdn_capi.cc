@@ -102,6 +102,22 @@ Launchers& GetLaunchers() {
   return *launchers;
 }
 
+// gdn_chunked_prefill_tuned's prep_variant code of the one kernel 1.
+constexpr int kPrepCode = 4;
+
+// gdn_chunked_prefill_tuned's state_variant code (0 auto, 4 split, 5 fused)
+// to the form; false for any other code.
+bool ToStatePass(int code, cuda::ChunkedStatePass* form) {
+  switch (code) {
+    case static_cast<int>(cuda::ChunkedStatePass::kAuto):
+    case static_cast<int>(cuda::ChunkedStatePass::kSplit):
+    case static_cast<int>(cuda::ChunkedStatePass::kFused):
+      *form = static_cast<cuda::ChunkedStatePass>(code);
+      return true;
+  }
+  return false;
+}
+
 // The chunked kernel's knobs (gdn_chunked_prefill_tuned); defaults: the operator.
 struct ChunkedKnobs {
   int v_tile = 0;
@@ -128,20 +144,21 @@ absl::Status RunPrefill(const gdn_capi_config* config, const gdn_capi_args* args
   if (knobs.stages < 1 || knobs.stages > 3) {
     return absl::InvalidArgumentError(absl::StrCat("stages ", knobs.stages));
   }
-  if (knobs.prep_variant != -1 && !cuda::ChunkedPrefill::IsSolveVariant(knobs.prep_variant)) {
-    return absl::InvalidArgumentError(absl::StrCat("prep_variant ", knobs.prep_variant));
+  // Kernel 1 has one form (code 4, the default); code 3 (fp32 merges) and
+  // 0 - 2 were removed.
+  if (knobs.prep_variant != -1 && knobs.prep_variant != kPrepCode) {
+    return absl::InvalidArgumentError(absl::StrCat("prep_variant ", knobs.prep_variant,
+                                                   " (only -1 and 4 remain)"));
   }
-  if (knobs.state_variant != -1 && !cuda::ChunkedPrefill::IsStateVariant(knobs.state_variant)) {
+  cuda::ChunkedStatePass state_pass = cuda::ChunkedStatePass::kAuto;
+  if (knobs.state_variant != -1 && !ToStatePass(knobs.state_variant, &state_pass)) {
     return absl::InvalidArgumentError(absl::StrCat("state_variant ", knobs.state_variant));
   }
   Launchers& launchers = GetLaunchers();
   std::lock_guard<std::mutex> lock(launchers.mu);
   std::unique_ptr<cuda::ChunkedPrefill>& launcher = launchers.by_stream[stream];
   if (launcher == nullptr) launcher = std::make_unique<cuda::ChunkedPrefill>();
-  launcher->set_solve_variant(knobs.prep_variant < 0 ? cuda::ChunkedPrefill::kDefaultSolve
-                                                     : knobs.prep_variant);
-  launcher->set_state_variant(knobs.state_variant < 0 ? cuda::ChunkedPrefill::kDefaultState
-                                                      : knobs.state_variant);
+  launcher->set_state_pass(state_pass);
   if (knobs.v_tile == 0 && knobs.stages == 3) {  // the routed operator itself
     return cuda::LaunchPrefill(options, params, cuda_stream, *launcher,
                                cuda::PrefillKernel::kChunked);
@@ -197,7 +214,7 @@ int gdn_decode_variant(const gdn_capi_config* config, const gdn_capi_args* args,
   // Bit 8 (256) asks for programmatic dependent launch (gdn_capi.h).
   const bool pdl = (variant & GDN_DECODE_PDL) != 0;
   variant &= ~GDN_DECODE_PDL;
-  if (variant < 0 || variant >= gdn::cuda::kNumRecurrentVariantCodes) {
+  if (!gdn::cuda::IsRecurrentVariantCode(variant)) {
     return gdn::Finish(absl::InvalidArgumentError(absl::StrCat("variant code ", variant)));
   }
   return gdn::Finish(gdn::Run(config, args, stream, gdn::kMaxDecodeTokens,

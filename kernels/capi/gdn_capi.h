@@ -89,8 +89,8 @@ GDN_CAPI_EXPORT int gdn_decode(const gdn_capi_config* config, const gdn_capi_arg
 /* Any number of tokens per sequence; picks its kernel as the cuda backend does. */
 GDN_CAPI_EXPORT int gdn_prefill(const gdn_capi_config* config, const gdn_capi_args* args, void* stream);
 /* Prefill with a forced kernel, for benchmarks and tuning: 0 auto (= gdn_prefill),
- * 1 recurrent, 2 chunked (head dims 64 / 128, any input dtype: fp16 operands for fp16 inputs,
- * bf16 otherwise). */
+ * 1 recurrent, 2 chunked (head dims 64 / 128, bf16 or fp16 inputs: operands of the input's
+ * type; fp32 inputs are refused, 3, since issue 22: auto gives them the recurrent kernel). */
 GDN_CAPI_EXPORT int gdn_prefill_variant(const gdn_capi_config* config,
                                         const gdn_capi_args* args, void* stream, int variant);
 /* The chunked kernel with its tuning knobs (benchmarks):
@@ -99,8 +99,9 @@ GDN_CAPI_EXPORT int gdn_prefill_variant(const gdn_capi_config* config,
  *                 preparation into the workspace); 2 kernel 2 only (the state
  *                 pass over the workspace the previous call on this stream with
  *                 the same arguments left; o and the final pages are written);
- *   prep_variant  -1 the default (4), 3 kernel 1 with fp32 merges and direct
- *                 stores, 4 with tensor-core merges and staged stores;
+ *   prep_variant  -1 or 4: kernel 1 (tensor-core merges, staged stores; the only
+ *                 one left: 3, fp32 merges and direct stores, was removed in
+ *                 issue 22 and is refused like any other code);
  *   state_variant -1 or 0 the default (auto by V tile), 4 kernel 2's split
  *                 form (its state pass is kernel 2 then kernel 3), 5 the fused
  *                 form (kernels/cuda/chunked_prefill.h). */
@@ -110,8 +111,9 @@ GDN_CAPI_EXPORT int gdn_chunked_prefill_tuned(const gdn_capi_config* config,
                                               int state_variant);
 /* Bytes of chunked-prefill workspace the library holds for `stream` (0: none). */
 GDN_CAPI_EXPORT int64_t gdn_prefill_workspace_bytes(void* stream);
-/* Decode with a forced variant (0 auto, 1 small, 2 large, 3 wide, 4 persistent,
- * 5 deep: three-stage persistent), for benchmarks and tuning. OR-ing
+/* Decode with a forced variant (0 auto, 1 small, 3 wide: fp32 states only, 4 persistent),
+ * for benchmarks and tuning; 2 (large) and 5 (deep) were removed in issue 22 and are refused
+ * like any other code (3, InvalidArgument). OR-ing
  * GDN_DECODE_PDL launches with programmatic dependent launch: the kernel's
  * prologue overlaps the previous kernel on the stream; the inputs must not
  * have been written by that immediately preceding kernel (recurrent_params.h). */

@@ -126,14 +126,19 @@ absl::Status ChunkedPrefill::Supports(const GdnOptions& options) {
   if (shape.num_qk_heads <= 0 || shape.num_v_heads % shape.num_qk_heads != 0) {
     return absl::InvalidArgumentError("chunked prefill: num_v_heads must be a multiple of num_qk_heads");
   }
+  if (options.input_dtype != DType::kBF16 && options.input_dtype != DType::kF16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunked prefill: input_dtype must be bf16 or fp16 (tensor-core operands), got ",
+        DTypeName(options.input_dtype), "; fp32 inputs take the recurrent kernel"));
+  }
   return absl::OkStatus();
 }
 
 size_t ChunkedPrefill::WorkspaceBytes(const GdnOptions& options, int num_seqs,
-                                      int num_chunks, int state_variant) {
+                                      int num_chunks, ChunkedStatePass form) {
   return chunked::WorkspaceLayout(options.shape.head_dim_k, options.shape.head_dim_v,
                                   options.shape.num_v_heads, num_seqs, num_chunks,
-                                  state_variant == kAutoState || IsSplitState(state_variant))
+                                  form != ChunkedStatePass::kFused)
       .total;
 }
 
@@ -147,13 +152,14 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
   }
   const int K = options.shape.head_dim_k, V = options.shape.head_dim_v;
   const int Hv = options.shape.num_v_heads;
-  if (!IsSolveVariant(solve_variant_)) {
-    return absl::InvalidArgumentError(absl::StrCat("chunked prefill: kernel 1 variant ",
-                                                   solve_variant_));
-  }
-  if (!IsStateVariant(state_variant_)) {
-    return absl::InvalidArgumentError(absl::StrCat("chunked prefill: kernel 2 variant ",
-                                                   state_variant_));
+  switch (state_pass_) {
+    case ChunkedStatePass::kAuto:
+    case ChunkedStatePass::kSplit:
+    case ChunkedStatePass::kFused:
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("chunked prefill: kernel 2 form ",
+                                                     static_cast<int>(state_pass_)));
   }
   // The V tile, then kernel 2's form for it.
   if (v_tile == 0) {
@@ -177,8 +183,8 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
       }
     }
   }
-  const int state_variant = ResolveStateVariant(state_variant_, v_tile);
-  const bool split = IsSplitState(state_variant);
+  const ChunkedStatePass form = ResolveStatePass(state_pass_, v_tile);
+  const bool split = form == ChunkedStatePass::kSplit;
   const int64_t num_chunks = chunked::CountChunks(params);
   if (num_chunks > INT32_MAX / 2) {
     return absl::InvalidArgumentError("chunked prefill: too many tokens in one call");
@@ -188,7 +194,7 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
     if (!(stages & 1)) {  // a new workspace would hold no tiles of kernel 1
       return absl::FailedPreconditionError(
           "chunked prefill: the state pass alone needs the workspace of a whole call with the "
-          "same params and kernel-2 variant first");
+          "same params and kernel-2 form first");
     }
     if (workspace_ != nullptr) {
       GDN_CUDA_RETURN_IF_ERROR(cudaFreeAsync(workspace_, stream));
@@ -233,7 +239,6 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
   args.io_dtype = options.input_dtype;
   args.state_dtype = options.state_dtype;
   args.stochastic_rounding = options.state_rounding == StateRounding::kStochastic;
-  args.solve_variant = solve_variant_;
   args.w = reinterpret_cast<uint16_t*>(ws + layout.w);
   args.u = reinterpret_cast<uint16_t*>(ws + layout.u);
   args.qg = reinterpret_cast<uint16_t*>(ws + layout.qg);
@@ -268,7 +273,7 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
   }
   if (stages & 2) {
     GDN_CUDA_RETURN_IF_ERROR(
-        chunked::LaunchStatePass(options, args, v_tile, state_variant, stream));
+        chunked::LaunchStatePass(options, args, v_tile, form, stream));
   }
   return absl::OkStatus();
 }

@@ -32,6 +32,19 @@
 
 namespace gdn::cuda {
 
+// Kernel 2's form (chunked_prefill_state.cu, state_chain.cuh): kSplit, the
+// recurrence alone on the chain and o by a parallel kernel 3
+// (output_pass.cuh; +48 KB of workspace per (chunk, value head) at K = V =
+// 128 for the chunk-start states and U'); kFused, o by a second set of warps
+// in the same block. Both give the same bits. kAuto (the default) picks
+// kSplit at V tile 16 (few heads x sequences: the chain's 64-ish blocks
+// leave the SMs room, and kernel 3 fills them) and kFused otherwise; on the
+// H200 (bench/results/2026-12-01-prefill-v6.md) fused was the faster on
+// every row of the benchmark but 2/8 1 x 32768 (V tile 16), where split
+// was. The values are the C ABI's codes (gdn_chunked_prefill_tuned's
+// state_variant); the earlier StatePassKernel (codes 1 - 3) was removed then.
+enum class ChunkedStatePass : int { kAuto = 0, kSplit = 4, kFused = 5 };
+
 class ChunkedPrefill {
  public:
   ChunkedPrefill() = default;
@@ -39,8 +52,10 @@ class ChunkedPrefill {
   ChunkedPrefill(const ChunkedPrefill&) = delete;
   ChunkedPrefill& operator=(const ChunkedPrefill&) = delete;
 
-  // K, V in {64, 128}, Hv a multiple of Hqk, any input / state dtype and
-  // gating mode; InvalidArgument naming the field otherwise.
+  // K, V in {64, 128}, Hv a multiple of Hqk, bf16 or fp16 inputs (the
+  // tensor-core operand type; fp32 inputs take the recurrent kernel, which
+  // the routing picks for them anyway), any state dtype and gating mode;
+  // InvalidArgument naming the field otherwise.
   static absl::Status Supports(const GdnOptions& options);
 
   // Asynchronous on `stream`. Reads params.cu_seqlens_host for planning (grid
@@ -54,43 +69,25 @@ class ChunkedPrefill {
   absl::Status Run(const GdnOptions& options, const GdnParams& params,
                    cudaStream_t stream, int v_tile = 0, int stages = 3);
 
-  // Kernel 1's variant, ChunkPrepBlockedKernel (chunk_prep_blocked.cuh: T by
-  // blocks on all warps, ldmatrix operands from the raw bf16 q / k): 3 with
-  // the merges of T's blocks in fp32 FMA and 4-byte stores of P, W, U; 4 with
-  // the merges on tensor cores (split bf16) and P, W, U staged through shared
-  // memory (16-byte stores). Variants 0 - 2 (per value head; column-wise solve
-  // on two warps, 1.38 vs 1.18 ms for 3 at 16/32 1 x 32768 on the H200) were
-  // removed after bench/results/2026-12-01-prefill-v3.md.
-  static constexpr int kDefaultSolve = 4;
-  static bool IsSolveVariant(int variant) { return variant == 3 || variant == 4; }
-  void set_solve_variant(int variant) { solve_variant_ = variant; }
+  // Kernel 1 is ChunkPrepBlockedKernel (chunk_prep_blocked.cuh: T by blocks
+  // on all warps, its merges on tensor cores, ldmatrix operands from the raw
+  // bf16 / fp16 q / k, P, W, U staged through shared memory). The earlier
+  // kernels (per value head, column-wise solve on two warps; then the blocked
+  // form with fp32 FMA merges and 4-byte stores, slower on every row of
+  // bench/results/2026-12-01-prefill-v4.md) were removed.
 
-  // Kernel 2's form (chunked_prefill_state.cu, state_chain.cuh): 4 split,
-  // the recurrence alone on the chain and o by a parallel kernel 3
-  // (output_pass.cuh; +48 KB of workspace per (chunk, value head) at K = V =
-  // 128 for the chunk-start states and U'); 5 fused, o by a second set of
-  // warps in the same block. Both give the same bits. kAutoState (0, the
-  // default) picks 4 at V tile 16 (few heads x sequences: the chain's 64-ish
-  // blocks leave the SMs room, and kernel 3 fills them) and 5 otherwise; on
-  // the H200 (bench/results/2026-12-01-prefill-v6.md) 5 was the faster on
-  // every row of the benchmark but 2/8 1 x 32768 (V tile 16), where 4 was.
-  // 1 - 3 (StatePassKernel, o on the chain's own warps) were removed then.
-  static constexpr int kAutoState = 0;
-  static constexpr int kDefaultState = kAutoState;
-  static bool IsStateVariant(int variant) {
-    return variant == kAutoState || variant == 4 || variant == 5;
+  // The form a call with this V tile runs (`form` kAuto: by V tile).
+  static ChunkedStatePass ResolveStatePass(ChunkedStatePass form, int v_tile) {
+    if (form != ChunkedStatePass::kAuto) return form;
+    return v_tile == 16 ? ChunkedStatePass::kSplit : ChunkedStatePass::kFused;
   }
-  static bool IsSplitState(int variant) { return variant == 4; }
-  // The form a call with this (resolved) V tile runs.
-  static int ResolveStateVariant(int variant, int v_tile) {
-    return variant != kAutoState ? variant : (v_tile == 16 ? 4 : 5);
-  }
-  void set_state_variant(int variant) { state_variant_ = variant; }
+  // Kernel 2's form of the following calls (kAuto by default).
+  void set_state_pass(ChunkedStatePass form) { state_pass_ = form; }
 
-  // Workspace bytes a call of this shape needs (for kAutoState: the split
-  // form's, the larger).
-  static size_t WorkspaceBytes(const GdnOptions& options, int num_seqs,
-                               int num_chunks, int state_variant = kDefaultState);
+  // Workspace bytes a call of this shape needs (for kAuto: the split form's,
+  // the larger).
+  static size_t WorkspaceBytes(const GdnOptions& options, int num_seqs, int num_chunks,
+                               ChunkedStatePass form = ChunkedStatePass::kAuto);
   size_t workspace_bytes() const { return workspace_bytes_; }
 
  private:
@@ -101,8 +98,7 @@ class ChunkedPrefill {
   unsigned long long* progress_ = nullptr;
   size_t progress_count_ = 0;
   uint32_t epoch_ = 0;
-  int solve_variant_ = kDefaultSolve;
-  int state_variant_ = kDefaultState;
+  ChunkedStatePass state_pass_ = ChunkedStatePass::kAuto;
 };
 
 }  // namespace gdn::cuda

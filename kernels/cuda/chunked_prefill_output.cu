@@ -5,7 +5,8 @@
 
 #include "kernels/cuda/chunked/launch.h"
 #include "kernels/cuda/chunked/output_pass.cuh"
-#include "kernels/cuda/launch_pdl.h"
+#include "kernels/cuda/common/head_dims.h"
+#include "kernels/cuda/common/pdl.cuh"
 
 namespace gdn::cuda::chunked {
 namespace {
@@ -31,12 +32,12 @@ cudaError_t Launch(const ChunkArgs& args, cudaStream_t stream, bool pdl) {
 
 cudaError_t LaunchOutputPass(const GdnOptions& options, const ChunkArgs& args,
                              cudaStream_t stream, bool pdl) {
-  const int K = options.shape.head_dim_k, V = options.shape.head_dim_v;
-  if (K == 64 && V == 64) return Launch<64, 64>(args, stream, pdl);
-  if (K == 64 && V == 128) return Launch<64, 128>(args, stream, pdl);
-  if (K == 128 && V == 64) return Launch<128, 64>(args, stream, pdl);
-  if (K == 128 && V == 128) return Launch<128, 128>(args, stream, pdl);
-  return cudaErrorInvalidValue;
+  return DispatchHeadDims(
+      options.shape.head_dim_k, options.shape.head_dim_v,
+      [&](auto k, auto v) {
+        return Launch<decltype(k)::value, decltype(v)::value>(args, stream, pdl);
+      },
+      [] { return cudaErrorInvalidValue; });
 }
 
 }  // namespace gdn::cuda::chunked

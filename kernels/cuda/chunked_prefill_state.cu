@@ -1,17 +1,19 @@
 // Template instances and launch of kernel 2, the state pass
 // (state_chain.cuh): K, V in {64, 128} x V tile in {16, 32, 64} x operand
-// type (bf16; fp16 for fp16 inputs, mma_16bit.cuh) x the form:
-//   variant 4  split: the chain alone, half the columns per warp (8 at VT 16,
-//              16 at VT 32 and 64), then kernel 3 (output_pass.cuh) for o;
-//   variant 5  fused: 8 chain warps of VT / 2 columns and 8 warps computing
-//              o in the same block.
-// Both give bitwise the same o and states. (Variants 1 - 3, the earlier
-// StatePassKernel, were removed after bench/results/2026-12-01-prefill-v6.md.)
+// type (bf16; fp16 for fp16 inputs, mma_16bit.cuh) x the form
+// (ChunkedStatePass, chunked_prefill.h):
+//   split  the chain alone, half the columns per warp (8 at VT 16, 16 at VT
+//          32 and 64), then kernel 3 (output_pass.cuh) for o;
+//   fused  8 chain warps of VT / 2 columns and 8 warps computing o in the
+//          same block.
+// Both give bitwise the same o and states. (The earlier StatePassKernel was
+// removed after bench/results/2026-12-01-prefill-v6.md.)
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/chunked/launch.h"
 #include "kernels/cuda/chunked/output_pass.cuh"
 #include "kernels/cuda/chunked/state_chain.cuh"
+#include "kernels/cuda/common/head_dims.h"
 
 namespace gdn::cuda::chunked {
 namespace {
@@ -59,36 +61,39 @@ cudaError_t LaunchChain(const GdnOptions& options, const ChunkArgs& args, cudaSt
 }
 
 template <int K, int V, int VT>
-cudaError_t ByVariant(const GdnOptions& options, const ChunkArgs& args, int variant,
-                      cudaStream_t stream) {
-  switch (variant) {
-    case 4:
+cudaError_t ByForm(const GdnOptions& options, const ChunkArgs& args, ChunkedStatePass form,
+                   cudaStream_t stream) {
+  switch (form) {
+    case ChunkedStatePass::kSplit:
       return LaunchChain<K, V, VT, (VT < 32 ? VT : 32) / 2, false>(options, args, stream);
-    case 5:
+    case ChunkedStatePass::kFused:
       return LaunchChain<K, V, VT, VT / 2, true>(options, args, stream);
+    case ChunkedStatePass::kAuto:
+      break;  // resolved by ChunkedPrefill::Run
   }
   return cudaErrorInvalidValue;
 }
 
 template <int K, int V>
-cudaError_t ByTile(const GdnOptions& options, const ChunkArgs& args, int v_tile, int variant,
-                   cudaStream_t stream) {
-  if (v_tile == 16) return ByVariant<K, V, 16>(options, args, variant, stream);
-  if (v_tile == 32) return ByVariant<K, V, 32>(options, args, variant, stream);
-  if (v_tile == 64) return ByVariant<K, V, 64>(options, args, variant, stream);
+cudaError_t ByTile(const GdnOptions& options, const ChunkArgs& args, int v_tile,
+                   ChunkedStatePass form, cudaStream_t stream) {
+  if (v_tile == 16) return ByForm<K, V, 16>(options, args, form, stream);
+  if (v_tile == 32) return ByForm<K, V, 32>(options, args, form, stream);
+  if (v_tile == 64) return ByForm<K, V, 64>(options, args, form, stream);
   return cudaErrorInvalidValue;
 }
 
 }  // namespace
 
 cudaError_t LaunchStatePass(const GdnOptions& options, const ChunkArgs& args,
-                            int v_tile, int variant, cudaStream_t stream) {
-  const int K = options.shape.head_dim_k, V = options.shape.head_dim_v;
-  if (K == 64 && V == 64) return ByTile<64, 64>(options, args, v_tile, variant, stream);
-  if (K == 64 && V == 128) return ByTile<64, 128>(options, args, v_tile, variant, stream);
-  if (K == 128 && V == 64) return ByTile<128, 64>(options, args, v_tile, variant, stream);
-  if (K == 128 && V == 128) return ByTile<128, 128>(options, args, v_tile, variant, stream);
-  return cudaErrorInvalidValue;
+                            int v_tile, ChunkedStatePass form, cudaStream_t stream) {
+  return DispatchHeadDims(
+      options.shape.head_dim_k, options.shape.head_dim_v,
+      [&](auto k, auto v) {
+        return ByTile<decltype(k)::value, decltype(v)::value>(options, args, v_tile, form,
+                                                              stream);
+      },
+      [] { return cudaErrorInvalidValue; });
 }
 
 }  // namespace gdn::cuda::chunked

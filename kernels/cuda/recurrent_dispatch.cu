@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/common/head_dims.h"
 #include "kernels/cuda/recurrent_instances.h"
 #include "kernels/cuda/recurrent_params.h"
 
@@ -25,74 +26,51 @@ bool Aligned16(const void* ptr) {
   return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0;
 }
 
-// int8 / fp8 pages: the three compiled variants (recurrent_instances.h).
-template <typename InT, typename StateT, int kK, int kV>
-absl::Status DispatchQuantVariant(const RecurrentParams& params, cudaStream_t stream,
-                                  RecurrentVariant variant) {
-  using Shapes = QuantVariantShapes;
-  switch (variant) {
-    case RecurrentVariant::kSmall:
-      return LaunchRecurrentShape<kK, kV, Shapes::kSmallTile, Shapes::kSmallThreads,
-                                  Shapes::kSmallMinBlocks, 0, InT, StateT>(params, stream);
-    case RecurrentVariant::kPersistent:
-      return LaunchRecurrentShape<kK, kV, Shapes::kPersistentTile, Shapes::kPersistentThreads,
-                                  Shapes::kPersistentMinBlocks, 2, InT, StateT>(params, stream);
-    case RecurrentVariant::kPersistentDeep:
-      return LaunchRecurrentShape<kK, kV, Shapes::kDeepTile, Shapes::kDeepThreads,
-                                  Shapes::kDeepMinBlocks, 3, InT, StateT>(params, stream);
-    default:
-      break;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "recurrent kernel: variant ", RecurrentVariantName(variant),
-      " is not compiled for int8 / fp8 states (small, persistent, deep are)"));
-}
-
+// The variant's compiled shape for this state dtype (recurrent_instances.h);
+// kWide only where RecurrentVariantShapes<StateT>::kHasWide (fp32 pages).
 template <typename InT, typename StateT, int kK, int kV>
 absl::Status DispatchVariant(const RecurrentParams& params, cudaStream_t stream,
                              RecurrentVariant variant) {
-  if constexpr (std::is_same_v<StateT, QInt8> || std::is_same_v<StateT, QFp8>) {
-    return DispatchQuantVariant<InT, StateT, kK, kV>(params, stream, variant);
-  } else {
   using Shapes = RecurrentVariantShapes<StateT>;
   switch (variant) {
     case RecurrentVariant::kSmall:
       return LaunchRecurrentShape<kK, kV, Shapes::kSmallTile, Shapes::kSmallThreads,
-                                  Shapes::kSmallMinBlocks, 0, InT,
-                                  StateT>(params, stream);
-    case RecurrentVariant::kLarge:
-      return LaunchRecurrentShape<kK, kV, Shapes::kLargeTile, Shapes::kLargeThreads,
-                                  Shapes::kLargeMinBlocks, 0, InT,
-                                  StateT>(params, stream);
-    case RecurrentVariant::kWide:
-      return LaunchRecurrentShape<kK, kV, Shapes::kWideTile, Shapes::kWideThreads,
-                                  Shapes::kWideMinBlocks, 0, InT,
-                                  StateT>(params, stream);
+                                  Shapes::kSmallMinBlocks, false, InT, StateT>(params, stream);
     case RecurrentVariant::kPersistent:
       return LaunchRecurrentShape<kK, kV, Shapes::kPersistentTile, Shapes::kPersistentThreads,
-                                  Shapes::kPersistentMinBlocks, 2, InT, StateT>(params,
-                                                                                stream);
-    case RecurrentVariant::kPersistentDeep:
-      return LaunchRecurrentShape<kK, kV, Shapes::kDeepTile, Shapes::kDeepThreads,
-                                  Shapes::kDeepMinBlocks, 3, InT, StateT>(params, stream);
+                                  Shapes::kPersistentMinBlocks, true, InT, StateT>(params,
+                                                                                   stream);
+    case RecurrentVariant::kWide:
+      if constexpr (Shapes::kHasWide) {
+        return LaunchRecurrentShape<kK, kV, Shapes::kWideTile, Shapes::kWideThreads,
+                                    Shapes::kWideMinBlocks, false, InT, StateT>(params, stream);
+      } else {
+        return absl::InvalidArgumentError(
+            "recurrent kernel: variant wide is compiled for fp32 states only (small and "
+            "persistent are compiled for every state dtype)");
+      }
     case RecurrentVariant::kAuto:
       break;
   }
-  return absl::InvalidArgumentError("recurrent kernel: unresolved variant");
-  }
+  return absl::InvalidArgumentError(absl::StrCat("recurrent kernel: variant code ",
+                                                 static_cast<int>(variant), " is not compiled"));
 }
 
 template <typename InT, typename StateT>
-absl::Status DispatchHeadDims(const GdnOptions& options, const RecurrentParams& params,
-                              cudaStream_t stream, RecurrentVariant variant) {
+absl::Status DispatchHeadDimsFor(const GdnOptions& options, const RecurrentParams& params,
+                                 cudaStream_t stream, RecurrentVariant variant) {
   const int K = options.shape.head_dim_k;
   const int V = options.shape.head_dim_v;
-  if (K == 64 && V == 64) return DispatchVariant<InT, StateT, 64, 64>(params, stream, variant);
-  if (K == 64 && V == 128) return DispatchVariant<InT, StateT, 64, 128>(params, stream, variant);
-  if (K == 128 && V == 64) return DispatchVariant<InT, StateT, 128, 64>(params, stream, variant);
-  if (K == 128 && V == 128) return DispatchVariant<InT, StateT, 128, 128>(params, stream, variant);
-  return absl::InvalidArgumentError(absl::StrCat(
-      "recurrent kernel: unsupported head dims K=", K, " V=", V, " (64 or 128 each)"));
+  return DispatchHeadDims(
+      K, V,
+      [&](auto k, auto v) {
+        return DispatchVariant<InT, StateT, decltype(k)::value, decltype(v)::value>(
+            params, stream, variant);
+      },
+      [&] {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "recurrent kernel: unsupported head dims K=", K, " V=", V, " (64 or 128 each)"));
+      });
 }
 
 template <typename InT>
@@ -100,9 +78,9 @@ absl::Status DispatchState(const GdnOptions& options, const RecurrentParams& par
                            cudaStream_t stream, RecurrentVariant variant) {
   switch (options.state_dtype) {
     case StateDType::kF32:
-      return DispatchHeadDims<InT, float>(options, params, stream, variant);
+      return DispatchHeadDimsFor<InT, float>(options, params, stream, variant);
     case StateDType::kBF16:
-      return DispatchHeadDims<InT, __nv_bfloat16>(options, params, stream, variant);
+      return DispatchHeadDimsFor<InT, __nv_bfloat16>(options, params, stream, variant);
     case StateDType::kInt8:
     case StateDType::kFP8:
       if constexpr (std::is_same_v<InT, __half>) {
@@ -110,9 +88,9 @@ absl::Status DispatchState(const GdnOptions& options, const RecurrentParams& par
             "recurrent kernel: fp16 inputs with int8 / fp8 states are not compiled (use bf16 "
             "or fp32 activations)");
       } else if (options.state_dtype == StateDType::kInt8) {
-        return DispatchHeadDims<InT, QInt8>(options, params, stream, variant);
+        return DispatchHeadDimsFor<InT, QInt8>(options, params, stream, variant);
       } else {
-        return DispatchHeadDims<InT, QFp8>(options, params, stream, variant);
+        return DispatchHeadDimsFor<InT, QFp8>(options, params, stream, variant);
       }
   }
   return absl::InvalidArgumentError(absl::StrCat(
@@ -125,12 +103,21 @@ const char* RecurrentVariantName(RecurrentVariant variant) {
   switch (variant) {
     case RecurrentVariant::kAuto: return "auto";
     case RecurrentVariant::kSmall: return "small";
-    case RecurrentVariant::kLarge: return "large";
     case RecurrentVariant::kWide: return "wide";
     case RecurrentVariant::kPersistent: return "persistent";
-    case RecurrentVariant::kPersistentDeep: return "deep";
   }
   return "unknown";
+}
+
+bool IsRecurrentVariantCode(int code) {
+  switch (static_cast<RecurrentVariant>(code)) {
+    case RecurrentVariant::kAuto:
+    case RecurrentVariant::kSmall:
+    case RecurrentVariant::kWide:
+    case RecurrentVariant::kPersistent:
+      return true;
+  }
+  return false;
 }
 
 RecurrentVariant ResolveRecurrentVariant(const GdnOptions& options, int32_t num_seqs,

@@ -66,29 +66,32 @@ struct RecurrentParams {
 
 // Block shapes. One block owns one (sequence, value head, V tile) and all K
 // rows of that tile, so batch 1 at Hv = 32 still spreads over most of the 132
-// SMs. Per state dtype (each thread moves 16-byte vectors: 4 fp32, 8 bf16 or
-// 16 int8 / fp8 state columns per row):
-//   state fp32: kSmall V tile 16 / 64 threads, kLarge 32 / 128, kWide 64 / 256
-//               (wide capped at 64 registers for 4 resident blocks)
-//   state bf16: kSmall V tile 32 / 128 threads, kLarge 64 / 128, kWide 128 / 256
-//   state int8 / fp8: kSmall 32 / 128, kPersistent and kPersistentDeep 64 /
-//               128 only (kLarge, kWide: not compiled, InvalidArgument)
-// kPersistent: the large shape as a persistent grid that streams the next
-// item's tile into shared memory (cp.async) while computing the current one.
-// kPersistentDeep: the persistent grid with a three-stage cp.async ring
-// (tiles of the next two items in flight while one computes; fewer resident
-// blocks for the shared memory, but 2 tiles per block always streaming).
+// SMs. Per state dtype (each thread moves 16-byte vectors: 4 fp32 or 8 bf16
+// state columns per row; int8 / fp8 8 columns, one 8-byte vector):
+//   state fp32: kSmall V tile 16 / 64 threads, kWide 64 / 256 (capped at 64
+//               registers for 4 resident blocks), kPersistent 32 / 128
+//   state bf16: kSmall V tile 32 / 128 threads, kPersistent 64 / 128
+//   state int8 / fp8: kSmall 32 / 128, kPersistent 64 / 128
+// kSmall and kWide: one block per item (its tile loaded into registers).
+// kPersistent: a persistent grid that streams the next item's tile into
+// shared memory (cp.async, two buffers) while computing the current one.
+// kWide is compiled for fp32 pages only (bf16 and int8 / fp8 pages:
+// InvalidArgument), since kAuto never picks it for the others.
 // kAuto picks per state dtype and grid size (ResolveRecurrentVariant; the
-// thresholds come from bench/decode's sweep on the H200).
+// thresholds come from bench/decode's sweep on the H200). The codes are the
+// C ABI's (gdn_decode_variant): 2 (large: 32 / 128 fp32, 64 / 128 bf16) and
+// 5 (deep: the persistent grid with a three-stage ring) were removed in
+// issue 22, never picked by kAuto and slower than it on every row of
+// bench/results/2026-11-29-decode-v2 and 2026-12-02-quantized-decode.
 enum class RecurrentVariant : int {
   kAuto = 0,
   kSmall = 1,
-  kLarge = 2,
   kWide = 3,
   kPersistent = 4,
-  kPersistentDeep = 5,
 };
-inline constexpr int kNumRecurrentVariantCodes = 6;  // codes 0..5
+
+// Whether `code` is a RecurrentVariant (0, 1, 3 or 4).
+bool IsRecurrentVariantCode(int code);
 
 const char* RecurrentVariantName(RecurrentVariant variant);
 

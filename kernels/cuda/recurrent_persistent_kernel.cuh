@@ -1,4 +1,5 @@
-// The persistent variant of the recurrent kernel (device code + launcher):
+// The persistent recurrent kernel (device code; launcher in
+// recurrent_launch.cuh):
 // a grid of (SMs x resident blocks) walks the (sequence, head, V tile) items
 // with a stride, and while one item computes, the next item's state tile is
 // already streaming into shared memory with cp.async (two buffers).
@@ -15,9 +16,17 @@
 #ifndef GDN_KERNELS_CUDA_RECURRENT_PERSISTENT_KERNEL_CUH_
 #define GDN_KERNELS_CUDA_RECURRENT_PERSISTENT_KERNEL_CUH_
 
-#include <cuda_pipeline.h>
+#include <cuda_runtime.h>
 
-#include "kernels/cuda/recurrent_kernel.cuh"
+#include <cstdint>
+
+#include "kernels/cuda/common/cp_async.cuh"
+#include "kernels/cuda/common/pdl.cuh"
+#include "kernels/cuda/recurrent_item.cuh"
+#include "kernels/cuda/recurrent_params.h"
+#include "kernels/cuda/recurrent_quant.cuh"
+#include "kernels/cuda/recurrent_shape.cuh"
+#include "kernels/cuda/recurrent_tokens.cuh"
 
 namespace gdn::cuda {
 
@@ -37,6 +46,24 @@ __device__ __forceinline__ float* ScaleSlot(typename Shape::RowBits* buffers, in
          stage * (Shape::kVTile / kStateScaleCols);
 }
 
+// Row group 0 copies the tile's scales into the slot (int8 / fp8 only);
+// the block barrier after the tile's wait makes them visible to all.
+template <typename Shape>
+__device__ __forceinline__ void PrefetchScales(const RecurrentParams& p, const RecurrentItem& it,
+                                               float* slot) {
+  if constexpr (kQuantState<typename Shape::StateT>) {
+    const int col_group = threadIdx.x % Shape::kThreadsPerRow;
+    if (threadIdx.x / Shape::kThreadsPerRow != 0) return;
+    const char* src = p.pool_base + (int64_t)it.initial_page * p.page_bytes +
+                      ThreadScaleOffset<Shape>(p, it);
+    constexpr int kGroups = Shape::kCols / kStateScaleCols;
+#pragma unroll
+    for (int i = 0; i < kGroups / 4; ++i) {
+      CopyAsync16ThroughL1(slot + col_group * kGroups + 4 * i, src + 16 * i);
+    }
+  }
+}
+
 // Issues the cp.async copies of this thread's rows of `it`'s initial tile
 // into buffer `stage` (nothing for a zero or unusable initial page).
 template <typename Shape>
@@ -50,8 +77,7 @@ __device__ __forceinline__ void PrefetchTile(const RecurrentParams& p, const Rec
   for (int r = 0; r < Shape::kRowsPerThread; ++r) {
     typename Shape::RowBits* slot =
         buffers + (stage * Shape::kRowsPerThread + r) * Shape::kThreads + threadIdx.x;
-    __pipeline_memcpy_async(slot, src + (int64_t)r * Shape::kRowGroups * Shape::kV,
-                            sizeof(typename Shape::RowBits));
+    CopyRowAsync(slot, src + (int64_t)r * Shape::kRowGroups * Shape::kV);
   }
   PrefetchScales<Shape>(p, it, ScaleSlot<Shape>(buffers, stage));
 }
@@ -74,7 +100,7 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
   if (p.pdl) PrefetchTileL2<Shape>(p, cur);  // a hint; the copy waits below
   GridDependencyWait();  // PDL: state pages only after the previous kernel
   PrefetchTile<Shape>(p, cur, tile_buffers, 0);
-  __pipeline_commit();
+  CopyAsyncCommit();
   int stage = 0;
   int buffer = 0;
   for (;;) {
@@ -89,8 +115,8 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
       PrefetchTile<Shape>(p, next, tile_buffers, stage ^ 1);
       PrefetchTokensL2<Shape>(p, next);
     }
-    __pipeline_commit();
-    __pipeline_wait_prior(1);  // this item's tile has landed
+    CopyAsyncCommit();
+    CopyAsyncWait<1>();  // this item's tile has landed
     float s[kRows][Shape::kCols];
     const bool has_state = cur.initial_page >= 0 && cur.pages_ok;
 #pragma unroll
@@ -116,41 +142,6 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
     item = next_item;
     stage ^= 1;
   }
-}
-
-template <typename Shape>
-absl::Status LaunchRecurrentPersistentInstance(const RecurrentParams& params,
-                                               cudaStream_t stream) {
-  const int64_t items = (int64_t)params.num_seqs * params.num_v_heads * Shape::kTilesPerHead;
-  if (items > 0x7fffffff) {
-    return absl::InvalidArgumentError(absl::StrCat("grid of ", items, " items is too large"));
-  }
-  constexpr size_t kDynamicSmem = kPersistentTileSmemBytes<Shape>;
-  // Per instance and device: the opt-in for the dynamic shared memory and
-  // the resident blocks per SM (host-only queries; safe during capture).
-  static int resident_blocks[64] = {};
-  static int sm_counts[64] = {};
-  int device = 0;
-  GDN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  if (device < 0 || device >= 64) return absl::InternalError("device index out of range");
-  if (resident_blocks[device] == 0) {
-    GDN_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(GdnRecurrentPersistentKernel<Shape>,
-                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                  static_cast<int>(kDynamicSmem)));
-    int blocks = 0;
-    GDN_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &blocks, GdnRecurrentPersistentKernel<Shape>, Shape::kThreads, kDynamicSmem));
-    GDN_CUDA_RETURN_IF_ERROR(
-        cudaDeviceGetAttribute(&sm_counts[device], cudaDevAttrMultiProcessorCount, device));
-    resident_blocks[device] = blocks > 0 ? blocks : 1;
-  }
-  const int64_t grid =
-      std::min<int64_t>(items, (int64_t)resident_blocks[device] * sm_counts[device]);
-  GDN_CUDA_RETURN_IF_ERROR(LaunchMaybePdl(GdnRecurrentPersistentKernel<Shape>,
-                                          static_cast<unsigned>(grid), Shape::kThreads,
-                                          kDynamicSmem, stream, params.pdl, params,
-                                          static_cast<int>(items)));
-  return absl::OkStatus();
 }
 
 }  // namespace gdn::cuda

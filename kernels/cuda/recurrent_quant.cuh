@@ -38,6 +38,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/cuda/common/vector_access.cuh"
 #include "kernels/cuda/recurrent_instances.h"
 #include "kernels/cuda/recurrent_params.h"
 #include "kernels/gdn_types.h"
@@ -157,13 +158,6 @@ __device__ __forceinline__ void ApplyScales(float (&s)[kRows][kCols], const floa
     for (int c = 0; c < kCols; ++c) s[r][c] *= factor[c / kStateScaleCols];
 }
 
-// 16-byte cp.async through L1 (the scales are shared by a tile's threads).
-__device__ __forceinline__ void CopyScalesAsync(void* smem_dst, const void* global_src) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(global_src)
-               : "memory");
-}
-
 // ---- the store --------------------------------------------------------------
 
 // max(m, |x|) keeping NaN (max.NaN returns the canonical NaN 0x7fffffff,
@@ -179,7 +173,7 @@ template <typename RowBits>
 __device__ __forceinline__ void StoreCodeRow(char* dst, const uint32_t* words) {
   RowBits raw;
   memcpy(&raw, words, sizeof(raw));
-  __stcs(reinterpret_cast<RowBits*>(dst), raw);
+  StoreStreaming<RowBits>(dst, raw);
 }
 
 // The int8 / fp8 store of a [K, kVTile] tile held as Shape's thread layout

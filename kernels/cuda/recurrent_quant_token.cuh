@@ -30,7 +30,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/recurrent_elements.cuh"
+#include "kernels/cuda/common/vector_access.cuh"
 #include "kernels/cuda/recurrent_params.h"
 
 namespace gdn::cuda {

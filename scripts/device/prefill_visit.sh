@@ -62,7 +62,7 @@ if [ -z "${SKIP_NCU:-}" ] && [ $(elapsed) -lt 520 ]; then
   timeout $(( 560 - $(elapsed) )) ncu --profile-from-start off --clock-control none \
     --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
     -k 'regex:ChunkPrep|StateChain|OutputPass' python3 bench/prefill/profile_kernels.py \
-    --capi "$B/libgdn_capi.so" --rows "${NCU_ROWS:-16/32/1/32768}" --prep-variants "${NCU_PREP:-4,3}" \
+    --capi "$B/libgdn_capi.so" --rows "${NCU_ROWS:-16/32/1/32768}" --prep-variants "${NCU_PREP:-4}" \
     --state-variants "${NCU_STATE:--1}" > "$WORK/ncu_summary.txt" 2>&1
   echo "== ncu rc=$? at $(elapsed)s"
   grep -E "ChunkPrep|StateChain|OutputPass|Duration|Warp Cycles Per Issued|Achieved Occupancy|Issued Ipc|Registers Per|L2 Cache Throughput|Cluster Size" \

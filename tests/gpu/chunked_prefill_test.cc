@@ -112,12 +112,10 @@ class ChunkedOnlyBackend : public Backend {
   absl::Status Synchronize() override { return inner_.Synchronize(); }
   DeviceMemoryInfo MemoryInfo() const override { return inner_.MemoryInfo(); }
 
-  // Kernel 1's and kernel 2's variants (ChunkedPrefill::set_solve_variant,
-  // set_state_variant) and the V tile (0 auto) of the following calls.
-  void Configure(int kernel1_variant, int v_tile,
-                 int kernel2_variant = cuda::ChunkedPrefill::kDefaultState) {
-    chunked_.set_solve_variant(kernel1_variant);
-    chunked_.set_state_variant(kernel2_variant);
+  // The V tile (0 auto) and kernel 2's form (ChunkedPrefill::set_state_pass)
+  // of the following calls.
+  void Configure(int v_tile, cuda::ChunkedStatePass form = cuda::ChunkedStatePass::kAuto) {
+    chunked_.set_state_pass(form);
     v_tile_ = v_tile;
   }
 
@@ -225,11 +223,13 @@ TEST_F(ChunkedPrefillTest, StateDtypesGatingNormAndInputDtypes) {
       }
     }
   }
-  for (DType dt : {DType::kF32, DType::kF16}) {
-    GdnOptions options = Options(2, 4, 128, 128);
-    options.input_dtype = dt;
-    ExpectPrefillMatches(options, lens, true);
-  }
+  GdnOptions options = Options(2, 4, 128, 128);
+  options.input_dtype = DType::kF16;
+  ExpectPrefillMatches(options, lens, true);
+  // fp32 inputs: not compiled for the chunked kernel (issue 22; the routing
+  // gives them the recurrent kernel, RoutingPolicy below).
+  options.input_dtype = DType::kF32;
+  EXPECT_EQ(cuda::ChunkedPrefill::Supports(options).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(ChunkedPrefillTest, ExtremeGates) {
@@ -245,30 +245,20 @@ TEST_F(ChunkedPrefillTest, ExtremeGates) {
 
 // Issue 21, defect 6: q/k rows whose fp32 sum of squares overflows (max|x|
 // 1e20, 3e38) or underflows (1e-30) under the in-kernel L2 norm of kernel
-// 1's phase 1 (and its raw q k^T, k k^T products), in both kernel-1
-// variants; fp32 inputs become bf16 operands there.
+// 1's phase 1 (and its raw q k^T, k k^T products).
 TEST_F(ChunkedPrefillTest, HugeAndTinyQkRowsUnderTheL2Norm) {
   q_max_ = {0, 1e20f, 3e38f, 1e-30f, 2e19f};
   k_max_ = {1e30f, 0, 1e-30f, 3e38f, 1e20f};
-  for (DType dt : {DType::kBF16, DType::kF32}) {
-    for (auto [k, v] : {std::pair{128, 128}, {64, 64}}) {
-      for (int variant : {3, 4}) {
-        SCOPED_TRACE(absl::StrCat("kernel 1 variant ", variant));
-        chunked_->Configure(variant, 0);
-        GdnOptions options = Options(2, 4, k, v);
-        options.input_dtype = dt;
-        ExpectPrefillMatches(options, {130, 65, 1}, true);
-      }
-    }
+  for (auto [k, v] : {std::pair{128, 128}, {64, 64}}) {
+    ExpectPrefillMatches(Options(2, 4, k, v), {130, 65, 1}, true);
   }
-  chunked_->Configure(cuda::ChunkedPrefill::kDefaultSolve, 0);
+  chunked_->Configure(0);
   q_max_.clear();
   k_max_.clear();
 }
 
 // fp16 inputs take fp16 operands in all three kernels (their own instances):
-// every head-dim pair, both kernel-1 variants, every V tile in both kernel-2
-// forms, fused gating, bf16 state pages and the extreme gates, within the
+// every head-dim pair, every V tile in both kernel-2 forms, fused gating, bf16 state pages and the extreme gates, within the
 // fp16 bars (about 5x tighter than bf16's).
 TEST_F(ChunkedPrefillTest, Fp16InputsTakeFp16Operands) {
   const std::vector<int> lens = {300, 65, 1};
@@ -279,17 +269,15 @@ TEST_F(ChunkedPrefillTest, Fp16InputsTakeFp16Operands) {
   }
   GdnOptions options = Options(2, 4, 128, 128);
   options.input_dtype = DType::kF16;
-  for (int variant : {3, 4}) {
-    for (int v_tile : {16, 32, 64}) {
-      for (int form : {4, 5}) {
-        SCOPED_TRACE(absl::StrCat("kernel 1 variant ", variant, " v_tile ", v_tile,
-                                  " kernel 2 variant ", form));
-        chunked_->Configure(variant, v_tile, form);
-        ExpectPrefillMatches(options, lens, true);
-      }
+  for (int v_tile : {16, 32, 64}) {
+    for (cuda::ChunkedStatePass form : {cuda::ChunkedStatePass::kSplit,
+                                        cuda::ChunkedStatePass::kFused}) {
+      SCOPED_TRACE(absl::StrCat("v_tile ", v_tile, " kernel 2 form ", static_cast<int>(form)));
+      chunked_->Configure(v_tile, form);
+      ExpectPrefillMatches(options, lens, true);
     }
   }
-  chunked_->Configure(cuda::ChunkedPrefill::kDefaultSolve, 0);
+  chunked_->Configure(0);
   GdnOptions fused = options;
   fused.gating = GatingMode::kFused;
   fused.state_dtype = StateDType::kBF16;
@@ -337,23 +325,21 @@ TEST_F(ChunkedPrefillTest, GroupSizesOfTheGroupedKernel) {
   }
 }
 
-// Every kernel-1 variant (3: fp32 merges; 4: tensor-core merges, staged stores) with every V tile
-// of the state pass (16, 32, 64: 4, 4, 8 warps) on the same kind of inputs.
-TEST_F(ChunkedPrefillTest, EveryKernel1VariantAndVTile) {
+// Every V tile of the state pass (16, 32, 64: 4, 4, 8 warps) on the same
+// kind of inputs (kernel 1 has one form since issue 22).
+TEST_F(ChunkedPrefillTest, EveryVTile) {
   const std::vector<int> mix = {65, 1, 130, 64, 1000, 7, 257, 63, 2};
-  for (int variant : {3, 4}) {
-    for (int v_tile : {16, 32, 64}) {
-      SCOPED_TRACE(absl::StrCat("kernel 1 variant ", variant, " v_tile ", v_tile));
-      chunked_->Configure(variant, v_tile);
-      ExpectPrefillMatches(Options(2, 4, 128, 128), mix, true);
-      ExpectPrefillMatches(Options(1, 2, 64, 64), {1000, 65}, true);
-      GdnOptions fused = Options(2, 4, 128, 64);
-      fused.gating = GatingMode::kFused;
-      fused.state_dtype = StateDType::kBF16;
-      ExpectPrefillMatches(fused, {200, 64}, true, testing::GateProfile::kStrongDecay);
-    }
+  for (int v_tile : {16, 32, 64}) {
+    SCOPED_TRACE(absl::StrCat("v_tile ", v_tile));
+    chunked_->Configure(v_tile);
+    ExpectPrefillMatches(Options(2, 4, 128, 128), mix, true);
+    ExpectPrefillMatches(Options(1, 2, 64, 64), {1000, 65}, true);
+    GdnOptions fused = Options(2, 4, 128, 64);
+    fused.gating = GatingMode::kFused;
+    fused.state_dtype = StateDType::kBF16;
+    ExpectPrefillMatches(fused, {200, 64}, true, testing::GateProfile::kStrongDecay);
   }
-  chunked_->Configure(cuda::ChunkedPrefill::kDefaultSolve, 0);
+  chunked_->Configure(0);
 }
 
 // Both forms of kernel 2 (4 split: the chain, then the output pass; 5 fused:
@@ -361,7 +347,7 @@ TEST_F(ChunkedPrefillTest, EveryKernel1VariantAndVTile) {
 // at each V tile bitwise equal to each other (the same products in the same
 // order), o and every final state; V tiles 32 and 64 bitwise equal too (V tile
 // 16 sums W S in two chains, state_chain.cuh).
-TEST_F(ChunkedPrefillTest, EveryKernel2VariantAndVTileGiveTheSameBits) {
+TEST_F(ChunkedPrefillTest, EveryKernel2FormAndVTileGiveTheSameBits) {
   const std::vector<int> mix = {65, 1, 130, 64, 1000, 7, 257, 63, 2};
   struct Shape {
     GdnOptions options;
@@ -369,13 +355,12 @@ TEST_F(ChunkedPrefillTest, EveryKernel2VariantAndVTileGiveTheSameBits) {
   };
   GdnOptions bf16_state = Options(2, 4, 128, 64);
   bf16_state.state_dtype = StateDType::kBF16;
-  GdnOptions fp32_io = Options(1, 2, 64, 128);
-  fp32_io.input_dtype = DType::kF32;
+  GdnOptions k64_v128 = Options(1, 2, 64, 128);
   GdnOptions fp16_io = Options(2, 4, 128, 128);
   fp16_io.input_dtype = DType::kF16;
   const std::vector<Shape> shapes = {{Options(2, 4, 128, 128), mix},
                                      {bf16_state, {200, 64, 3}},
-                                     {fp32_io, {1000, 65}},
+                                     {k64_v128, {1000, 65}},
                                      {fp16_io, {300, 65, 1}}};
   for (const Shape& shape : shapes) {
     const uint64_t seed = FreshSeed();
@@ -383,10 +368,11 @@ TEST_F(ChunkedPrefillTest, EveryKernel2VariantAndVTileGiveTheSameBits) {
     std::optional<testing::BackendOutputs> first;
     for (int v_tile : {16, 32, 64}) {
       if (v_tile == 32) first.reset();  // a new summation order from here on
-      for (int variant : {4, 5}) {
+      for (cuda::ChunkedStatePass form : {cuda::ChunkedStatePass::kSplit,
+                                          cuda::ChunkedStatePass::kFused}) {
         SCOPED_TRACE(absl::StrCat(DescribeOptions(shape.options), " seed ", seed, " v_tile ",
-                                  v_tile, " kernel 2 variant ", variant));
-        chunked_->Configure(cuda::ChunkedPrefill::kDefaultSolve, v_tile, variant);
+                                  v_tile, " kernel 2 form ", static_cast<int>(form)));
+        chunked_->Configure(v_tile, form);
         absl::StatusOr<testing::BackendOutputs> got = testing::RunOnBackend(
             *chunked_, shape.options, inputs, testing::EntryPoint::kPrefill);
         ASSERT_TRUE(got.ok()) << got.status();
@@ -407,7 +393,7 @@ TEST_F(ChunkedPrefillTest, EveryKernel2VariantAndVTileGiveTheSameBits) {
       }
     }
   }
-  chunked_->Configure(cuda::ChunkedPrefill::kDefaultSolve, 0);
+  chunked_->Configure(0);
 }
 
 // Prefix states (GdnParams::checkpoint_interval) from kernel 2's chain:
@@ -420,21 +406,28 @@ TEST_F(ChunkedPrefillTest, PrefixStatesAtCheckpoints) {
   struct Case {
     DType input;
     StateDType state;
-    int v_tile, form, interval;
+    int v_tile;
+    cuda::ChunkedStatePass form;
+    int interval;
   };
+  constexpr cuda::ChunkedStatePass kSplit = cuda::ChunkedStatePass::kSplit;
+  constexpr cuda::ChunkedStatePass kFused = cuda::ChunkedStatePass::kFused;
   const std::vector<Case> cases = {
-      {DType::kBF16, StateDType::kF32, 16, 4, 64},  {DType::kBF16, StateDType::kF32, 32, 5, 128},
-      {DType::kBF16, StateDType::kBF16, 64, 5, 64}, {DType::kBF16, StateDType::kF32, 64, 4, 192},
-      {DType::kF16, StateDType::kF32, 32, 5, 64},   {DType::kF16, StateDType::kBF16, 16, 4, 128},
+      {DType::kBF16, StateDType::kF32, 16, kSplit, 64},
+      {DType::kBF16, StateDType::kF32, 32, kFused, 128},
+      {DType::kBF16, StateDType::kBF16, 64, kFused, 64},
+      {DType::kBF16, StateDType::kF32, 64, kSplit, 192},
+      {DType::kF16, StateDType::kF32, 32, kFused, 64},
+      {DType::kF16, StateDType::kBF16, 16, kSplit, 128},
   };
   for (const Case& c : cases) {
     GdnOptions options = Options(2, 4, 128, 128);
     options.input_dtype = c.input;
     options.state_dtype = c.state;
     const uint64_t seed = FreshSeed();
-    SCOPED_TRACE(absl::StrCat(DescribeOptions(options), " v_tile ", c.v_tile, " kernel 2 variant ",
-                              c.form, " interval ", c.interval, " seed ", seed));
-    chunked_->Configure(cuda::ChunkedPrefill::kDefaultSolve, c.v_tile, c.form);
+    SCOPED_TRACE(absl::StrCat(DescribeOptions(options), " v_tile ", c.v_tile, " kernel 2 form ",
+                              static_cast<int>(c.form), " interval ", c.interval, " seed ", seed));
+    chunked_->Configure(c.v_tile, c.form);
     const oracle::Inputs inputs = testing::MakeRandomInputs(options, lens, seed, true);
     absl::StatusOr<testing::BackendOutputs> got = testing::RunOnBackend(
         *chunked_, options, inputs, testing::EntryPoint::kPrefill, c.interval);
@@ -452,7 +445,7 @@ TEST_F(ChunkedPrefillTest, PrefixStatesAtCheckpoints) {
     EXPECT_LE(o_err.max_abs_rel, ChunkedOutputTolerance(options).max_abs_rel)
         << testing::ToString(o_err);
   }
-  chunked_->Configure(cuda::ChunkedPrefill::kDefaultSolve, 0);
+  chunked_->Configure(0);
 }
 
 // A checkpoint page id outside the pool: that sequence's o is NaN and none
@@ -605,22 +598,23 @@ TEST(ChunkedPrefillSupports, RoutingPolicy) {
 }
 
 // Kernel 2's forms (host logic, no GPU): auto picks the split form at V tile
-// 16 and the fused one at 32 / 64; forced forms stay; the removed variants
-// 1 - 3 are refused; only the split form needs the extra workspace.
+// 16 and the fused one at 32 / 64; forced forms stay; only the split form
+// needs the extra workspace.
 TEST(ChunkedPrefillSupports, KernelTwoFormByVTile) {
   using cuda::ChunkedPrefill;
-  EXPECT_EQ(ChunkedPrefill::kDefaultState, ChunkedPrefill::kAutoState);
-  EXPECT_EQ(ChunkedPrefill::ResolveStateVariant(ChunkedPrefill::kAutoState, 16), 4);
-  EXPECT_EQ(ChunkedPrefill::ResolveStateVariant(ChunkedPrefill::kAutoState, 32), 5);
-  EXPECT_EQ(ChunkedPrefill::ResolveStateVariant(ChunkedPrefill::kAutoState, 64), 5);
-  EXPECT_EQ(ChunkedPrefill::ResolveStateVariant(4, 64), 4);
-  EXPECT_EQ(ChunkedPrefill::ResolveStateVariant(5, 16), 5);
-  for (int variant : {1, 2, 3, 6, -1}) EXPECT_FALSE(ChunkedPrefill::IsStateVariant(variant)) << variant;
-  EXPECT_TRUE(ChunkedPrefill::IsSplitState(4));
-  EXPECT_FALSE(ChunkedPrefill::IsSplitState(5));
+  using cuda::ChunkedStatePass;
+  EXPECT_EQ(ChunkedPrefill::ResolveStatePass(ChunkedStatePass::kAuto, 16), ChunkedStatePass::kSplit);
+  EXPECT_EQ(ChunkedPrefill::ResolveStatePass(ChunkedStatePass::kAuto, 32), ChunkedStatePass::kFused);
+  EXPECT_EQ(ChunkedPrefill::ResolveStatePass(ChunkedStatePass::kAuto, 64), ChunkedStatePass::kFused);
+  EXPECT_EQ(ChunkedPrefill::ResolveStatePass(ChunkedStatePass::kSplit, 64), ChunkedStatePass::kSplit);
+  EXPECT_EQ(ChunkedPrefill::ResolveStatePass(ChunkedStatePass::kFused, 16), ChunkedStatePass::kFused);
+  // The C ABI's codes (gdn_chunked_prefill_tuned's state_variant).
+  EXPECT_EQ(static_cast<int>(ChunkedStatePass::kAuto), 0);
+  EXPECT_EQ(static_cast<int>(ChunkedStatePass::kSplit), 4);
+  EXPECT_EQ(static_cast<int>(ChunkedStatePass::kFused), 5);
   const GdnOptions options = Options(16, 32, 128, 128);
-  const size_t fused = ChunkedPrefill::WorkspaceBytes(options, 1, 512, 5);
-  const size_t split = ChunkedPrefill::WorkspaceBytes(options, 1, 512, 4);
+  const size_t fused = ChunkedPrefill::WorkspaceBytes(options, 1, 512, ChunkedStatePass::kFused);
+  const size_t split = ChunkedPrefill::WorkspaceBytes(options, 1, 512, ChunkedStatePass::kSplit);
   // + S^T (K x V) and U'^T (V x 64) in bf16 per (chunk, value head).
   EXPECT_GE(split - fused, size_t{512} * 32 * (128 * 128 + 128 * 64) * 2);
   EXPECT_EQ(ChunkedPrefill::WorkspaceBytes(options, 1, 512), split);  // auto: the larger

@@ -48,9 +48,10 @@ TEST_F(CudaBackendTest, DraftStatesEveryVariant) {
   auto* cuda = dynamic_cast<cuda::CudaBackend*>(backend_.get());
   ASSERT_NE(cuda, nullptr);
   for (StateDType st : {StateDType::kF32, StateDType::kBF16}) {
-    for (auto variant : {cuda::RecurrentVariant::kSmall, cuda::RecurrentVariant::kLarge,
-                         cuda::RecurrentVariant::kWide, cuda::RecurrentVariant::kPersistent,
-                         cuda::RecurrentVariant::kPersistentDeep}) {
+    for (auto variant : {cuda::RecurrentVariant::kSmall, cuda::RecurrentVariant::kWide,
+                         cuda::RecurrentVariant::kPersistent}) {
+      // kWide is compiled for fp32 states only (UncompiledVariantsAreInvalidArgument).
+      if (variant == cuda::RecurrentVariant::kWide && st != StateDType::kF32) continue;
       for (bool pdl : {false, true}) {
         const uint64_t seed = FreshSeed();
         SCOPED_TRACE(absl::StrCat("seed ", seed, " variant ", cuda::RecurrentVariantName(variant),

@@ -86,11 +86,10 @@ TEST_F(CudaBackendTest, CapiDecodeAndPrefillMatchOracle) {
   }
 }
 
-// gdn_decode_variant with the deep variant and with GDN_DECODE_PDL (the
+// gdn_decode_variant with forced variants and with GDN_DECODE_PDL (the
 // programmatic-dependent-launch bit) gives the oracle's answers too.
 TEST_F(CudaBackendTest, CapiDecodeVariantsWithPdlMatchOracle) {
-  for (int code : {1 | GDN_DECODE_PDL, 4 | GDN_DECODE_PDL, 5, 5 | GDN_DECODE_PDL,
-                   0 | GDN_DECODE_PDL}) {
+  for (int code : {1 | GDN_DECODE_PDL, 4 | GDN_DECODE_PDL, 4, 1, 0 | GDN_DECODE_PDL}) {
     GdnOptions options;
     options.shape = {2, 4, 128, 128};
     options.state_dtype = StateDType::kBF16;
@@ -147,8 +146,8 @@ TEST_F(CudaBackendTest, CapiPrefillRoutesAndForcesKernels) {
        [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 64, 3, 4, -1); }},
       {"tuned v_tile 16, default kernel 1", true,
        [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 16, 3, -1, -1); }},
-      {"tuned v_tile 32, kernel 1 variant 3", true,
-       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 32, 3, 3, -1); }},
+      {"tuned v_tile 32, kernel 1 code 4", true,
+       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 32, 3, 4, -1); }},
       {"tuned v_tile 64, kernel 2 variant 4 (split)", true,
        [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 64, 3, -1, 4); }},
       {"tuned v_tile 16, kernel 2 variant 5 (fused)", true,
@@ -218,6 +217,10 @@ TEST_F(CudaBackendTest, CapiReportsBadArguments) {
   EXPECT_EQ(gdn_page_bytes(&config), 0);
   config.head_dim_v = 64;
   EXPECT_EQ(gdn_decode_variant(&config, &args, nullptr, 7), 3);
+  // Decode variants 2 (large) and 5 (deep) were removed (issue 22).
+  EXPECT_EQ(gdn_decode_variant(&config, &args, nullptr, 2), 3);
+  EXPECT_EQ(gdn_decode_variant(&config, &args, nullptr, 5), 3);
+  EXPECT_EQ(gdn_decode_variant(&config, &args, nullptr, 5 | GDN_DECODE_PDL), 3);
   EXPECT_EQ(gdn_prefill_variant(&config, &args, nullptr, 3), 3);
   EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 48, 3, -1, -1), 3);
   EXPECT_NE(std::string(gdn_last_error()).find("v_tile"), std::string::npos) << gdn_last_error();
@@ -229,9 +232,21 @@ TEST_F(CudaBackendTest, CapiReportsBadArguments) {
   // Kernel-2 variants 1 - 3 were removed.
   EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, -1, 1), 3);
   EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, -1, 3), 3);
-  // Kernel-1 variants 0 - 2 were removed.
+  // Kernel-1 codes 0 - 3 were removed (3, fp32 merges, in issue 22).
+  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, 3, -1), 3);
+  EXPECT_NE(std::string(gdn_last_error()).find("prep_variant"), std::string::npos)
+      << gdn_last_error();
   EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, 0, -1), 3);
   EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, 2, -1), 3);
+  // fp32 inputs: the chunked kernel is not compiled for them (issue 22);
+  // forcing it is refused, gdn_prefill routes them to the recurrent kernel.
+  {
+    gdn_capi_config fp32_config = config;
+    fp32_config.input_dtype = 0;  // fp32
+    EXPECT_EQ(gdn_prefill_variant(&fp32_config, &args, nullptr, 2), 3);
+    EXPECT_NE(std::string(gdn_last_error()).find("input_dtype"), std::string::npos)
+        << gdn_last_error();
+  }
   config.head_dim_k = 96;  // the recurrent kernels refuse it too (ValidateOptions)
   EXPECT_EQ(gdn_prefill_variant(&config, &args, nullptr, 2), 3);
 }

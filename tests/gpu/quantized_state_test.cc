@@ -88,13 +88,12 @@ TEST_F(QuantizedStateTest, DecodeChainsFollowTheRoundTripOracle) {
   }
 }
 
-// Every compiled variant (small, persistent, deep; with and without PDL)
+// Every compiled variant (small, persistent; with and without PDL)
 // on one call of mixed 1..8-token sequences, enough items that the
 // persistent grids stride; one zero-state sequence.
 TEST_F(QuantizedStateTest, EveryCompiledVariant) {
   for (StateDType st : {StateDType::kInt8, StateDType::kFP8}) {
-    for (auto variant : {cuda::RecurrentVariant::kSmall, cuda::RecurrentVariant::kPersistent,
-                         cuda::RecurrentVariant::kPersistentDeep}) {
+    for (auto variant : {cuda::RecurrentVariant::kSmall, cuda::RecurrentVariant::kPersistent}) {
       for (bool pdl : {false, true}) {
         const uint64_t seed = FreshSeed();
         SCOPED_TRACE(absl::StrCat("seed ", seed, " ", cuda::RecurrentVariantName(variant),
@@ -139,7 +138,7 @@ TEST_F(QuantizedStateTest, UncompiledCombinationsAreInvalidArgument) {
   const oracle::Inputs inputs = testing::MakeRandomInputs(options, {1}, 1, true);
   auto call = testing::StagedCall::Create(*backend_, options, inputs);
   ASSERT_TRUE(call.ok()) << call.status();
-  for (auto variant : {cuda::RecurrentVariant::kLarge, cuda::RecurrentVariant::kWide}) {
+  for (auto variant : {cuda::RecurrentVariant::kWide}) {
     const absl::Status s = cuda::LaunchRecurrent(
         options, cuda::MakeRecurrentParams(options, (*call)->params()), cuda()->stream(), variant);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;

@@ -103,6 +103,25 @@ TEST_F(RecurrentKernelTest, DecodeMixedTokensLargeBatch) {
   }
 }
 
+// Only what kAuto picks per state dtype is compiled (issue 22): the wide
+// shape for fp32 states only; forcing it with bf16 states is refused before
+// any launch.
+TEST_F(RecurrentKernelTest, WideIsCompiledForFp32StatesOnly) {
+  auto* cuda = dynamic_cast<cuda::CudaBackend*>(backend_.get());
+  ASSERT_NE(cuda, nullptr);
+  const GdnOptions options = MakeOptions(1, 2, 64, 64, DType::kBF16, StateDType::kBF16,
+                                         GatingMode::kDirect, true);
+  const oracle::Inputs inputs = testing::MakeRandomInputs(options, {1}, FreshSeed(), true);
+  auto call = testing::StagedCall::Create(*backend_, options, inputs);
+  ASSERT_TRUE(call.ok()) << call.status();
+  const absl::Status s =
+      cuda::LaunchRecurrent(options, cuda::MakeRecurrentParams(options, (*call)->params()),
+                            cuda->stream(), cuda::RecurrentVariant::kWide);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  for (int code : {2, 5, 6, -1}) EXPECT_FALSE(cuda::IsRecurrentVariantCode(code)) << code;
+  for (int code : {0, 1, 3, 4}) EXPECT_TRUE(cuda::IsRecurrentVariantCode(code)) << code;
+}
+
 // Each block-shape variant forced (with and without programmatic dependent
 // launch), on one shape per state dtype, including zero-state sequences and
 // copy-on-write pages.
@@ -110,9 +129,10 @@ TEST_F(RecurrentKernelTest, EveryVariantMatchesOracle) {
   auto* cuda = dynamic_cast<cuda::CudaBackend*>(backend_.get());
   ASSERT_NE(cuda, nullptr);
   for (StateDType st : {StateDType::kF32, StateDType::kBF16}) {
-    for (auto variant : {cuda::RecurrentVariant::kSmall, cuda::RecurrentVariant::kLarge,
-                         cuda::RecurrentVariant::kWide, cuda::RecurrentVariant::kPersistent,
-                         cuda::RecurrentVariant::kPersistentDeep}) {
+    for (auto variant : {cuda::RecurrentVariant::kSmall, cuda::RecurrentVariant::kWide,
+                         cuda::RecurrentVariant::kPersistent}) {
+      // kWide is compiled for fp32 states only (UncompiledVariantsAreInvalidArgument).
+      if (variant == cuda::RecurrentVariant::kWide && st != StateDType::kF32) continue;
      for (bool pdl : {false, true}) {
       const uint64_t seed = FreshSeed();
       SCOPED_TRACE(absl::StrCat("seed ", seed, " variant ", cuda::RecurrentVariantName(variant),
@@ -265,9 +285,11 @@ TEST_F(RecurrentKernelTest, HugeAndTinyQkRowsUnderTheL2Norm) {
       ExpectMatchesOracle(options, prefill, EntryPoint::kPrefill, "extreme q/k, prefill");
       // Every block-shape variant stages tokens the same way: each forced.
       const oracle::Outputs want = oracle::Run(options, decode);
-      for (auto variant : {cuda::RecurrentVariant::kSmall, cuda::RecurrentVariant::kLarge,
-                           cuda::RecurrentVariant::kWide, cuda::RecurrentVariant::kPersistent,
-                           cuda::RecurrentVariant::kPersistentDeep}) {
+      for (auto variant : {cuda::RecurrentVariant::kSmall, cuda::RecurrentVariant::kWide,
+                           cuda::RecurrentVariant::kPersistent}) {
+        if (variant == cuda::RecurrentVariant::kWide && options.state_dtype != StateDType::kF32) {
+          continue;  // compiled for fp32 states only
+        }
         SCOPED_TRACE(absl::StrCat(cuda::RecurrentVariantName(variant), " ",
                                   DescribeOptions(options)));
         auto call = testing::StagedCall::Create(*backend_, options, decode);

@@ -19,7 +19,7 @@
 //   kdt  [ch][K][64]  exp(G_last - G_j) kn_j, transposed (k index major)
 //   p    [ch][64][64] scale exp(G_i - G_j) qn_i . kn_j for j <= i, else 0
 //   decay [ch]        exp(G_last) (fp32)
-// and, with kernel 2's split form (variant 4) only, from its chain for the
+// and, with kernel 2's split form (ChunkedStatePass::kSplit) only, from its chain for the
 // output pass:
 //   hs   [ch][V][K]   S^T at the chunk's start (transposed: k index minor)
 //   un   [ch][V][64]  U'^T = (U - W S)^T
@@ -72,11 +72,6 @@ struct ChunkArgs {
   DType io_dtype = DType::kBF16;              // q, k, v, o
   StateDType state_dtype = StateDType::kF32;  // the pages
   bool stochastic_rounding = false;           // int8 / fp8 stores (state_quant.h)
-  // Kernel 1's variant, ChunkPrepBlockedKernel (chunk_prep_blocked.cuh): 3
-  // fp32 merges and direct stores, 4 tensor-core merges and staged stores
-  // (0 - 2 were earlier kernels, see bench/results/2026-12-01-prefill-v3.md).
-  int32_t solve_variant = 4;
-
   // Workspace (16-bit elements stored as uint16_t here; see the layout above).
   uint16_t* w = nullptr;
   uint16_t* u = nullptr;

@@ -1,12 +1,13 @@
-// Kernel 1 of the chunked prefill (variants 3 and 4, the template flag
-// kStaged below; 4 is the default): one block of 8 warps per (global chunk,
+// Kernel 1 of the chunked prefill: one block of 8 warps per (global chunk,
 // q/k head), looping over the G = Hv / Hqk value heads of that q/k head. It
-// replaced ChunkPrepGroupKernel (variant 2, same structure; see git history
-// and bench/results/2026-12-01-prefill-v3.md / -v4.md) with what Nsight
-// Compute profiles asked for (H200, 16/32 1 x 32768: 26% of variant 2's warp
+// replaced the per-value-head ChunkPrepGroupKernel (see git history and
+// bench/results/2026-12-01-prefill-v3.md / -v4.md) with what Nsight Compute
+// profiles asked for (H200, 16/32 1 x 32768: 26% of the older kernel's warp
 // time waited at the barrier behind its two solver warps, 25% of its
-// instructions built tensor-core fragments from fp32 columns; variant 3 was
-// then bound by the shared-memory / L1 pipe, which variant 4 relieves):
+// instructions built tensor-core fragments from fp32 columns; the first
+// blocked form, with fp32 FMA merges and 4-byte stores, was then bound by the
+// shared-memory / L1 pipe, which the tensor-core merges and staged stores
+// below relieve; that form was removed in issue 22):
 //   - q, k stay raw in shared memory (in the operand type Op, mma_16bit.cuh:
 //     exact for bf16 and fp16 inputs; a row whose sum of squares overflows
 //     is kept times kL2NormRescale, exactly) with their inverse L2 norms rq, rk
@@ -17,8 +18,8 @@
 //       W = T diag(beta exp(G) rk) k,   U = T diag(beta) v;
 //   - T = (I + A)^-1 by blocks on all 8 warps: the four 16 x 16 diagonal
 //     blocks by forward substitution (warps 0-1, one column per thread) while
-//     warps 2-7 write qg and kdt, then two merges (16 -> 32 -> 64), fp32 FMA
-//     (variant 3) or split-bf16 tensor-core products (variant 4):
+//     warps 2-7 write qg and kdt, then two merges (16 -> 32 -> 64) as
+//     split-16-bit tensor-core products (SplitMmaBlock):
 //       [[T0, 0], [X, T1]] with X = -T1 A10 T0 (block rows of 16, then 32).
 // Per value head h:
 //   step 0  v of head h -> vb (Op; cp.async when the input is Op), gating
@@ -31,9 +32,10 @@
 //           left factor in two Op parts (hi + lo, from T in fp32: ~2^-16
 //           relative) -> workspace.
 // Roundings: qg = Op(scale exp(G_i) (q_i rq_i)) and kdt = Op(exp(G_last
-// - G_j) (k_j rk_j)) are variant 2's fp32 operations in the same order; kk,
+// - G_j) (k_j rk_j)) are the older kernel's fp32 operations in the same order; kk,
 // qk and W use the exact q, k instead of rounded normalised copies (one
-// rounding less); fp32 inputs are rounded to bf16 once, before the products.
+// rounding less). Inputs are bf16 or fp16 (In = Op; fp32 inputs take the
+// recurrent kernel: ChunkedPrefill::Supports).
 // T enters W and U unrounded (hi + lo): with bf16 T (until 2026-12-01
 // session 6, as flash-linear-attention rounds it) rows of nearly equal
 // tokens, whose W and U rows are small differences of O(1) terms, carried
@@ -48,17 +50,21 @@
 
 #include "kernels/cuda/chunked/chunk_args.h"
 #include "kernels/cuda/chunked/mma_16bit.cuh"
-#include "kernels/cuda/chunked/prep_common.cuh"
+#include "kernels/cuda/common/cp_async.cuh"
+#include "kernels/cuda/common/vector_access.cuh"
 #include "kernels/gating.h"
 #include "kernels/gdn_types.h"
 
 namespace gdn::cuda::chunked {
 
+// Threads of one kernel-1 block: 8 warps.
+inline constexpr int kPrepThreads = 256;
+
 // Shared memory of ChunkPrepBlockedKernel<K, V>, in bytes:
 //   kb, qb [64][K+8] Op     raw k, q of the chunk (padding rows zero)
 //   vb     [64][V+8] Op     v of the current value head
 //   Af, Tf [64][72]  fp32   A; T (its strictly upper blocks are scratch)
-//   stage  [128][72] Op     P's staging (kStaged), then U's ([64][V+8])
+//   stage  [128][72] Op     P's staging, then U's ([64][V+8])
 //   rk, rq, G, beta, exp(G), exp(G_last - G), bw: 7 x [64] fp32
 // K = V = 128: 109,312 bytes, two blocks per SM. Op is 16-bit either way.
 template <int K, int V>
@@ -76,23 +82,6 @@ struct PrepBlockedSmem {
   static constexpr int kBytes = 2 * kKb + kVb + 2 * kF + kStage + 7 * 64 * 4;
   static_assert(64 * (V + 8) * 2 <= kStage && 64 * (K + 8) * 2 <= kF, "staging fits");
 };
-
-// sum_{k < 16 NK} x_row[k] * y_col[k * stride]: one element of a product of
-// fp32 blocks in shared memory (x_row 16-byte aligned, read as float4).
-template <int NK>
-__device__ __forceinline__ float BlockDot(const float* x_row, const float* y_col, int stride) {
-  float s0 = 0.f, s1 = 0.f;
-#pragma unroll
-  for (int k4 = 0; k4 < 4 * NK; ++k4) {
-    const float4 a = *reinterpret_cast<const float4*>(x_row + 4 * k4);
-    const float* y = y_col + 4 * k4 * stride;
-    s0 = fmaf(a.x, y[0], s0);
-    s1 = fmaf(a.y, y[stride], s1);
-    s0 = fmaf(a.z, y[2 * stride], s0);
-    s1 = fmaf(a.w, y[3 * stride], s1);
-  }
-  return s0 + s1;
-}
 
 // out = (T diag(col_scale)) X on tensor cores, one warp's share: T fp32
 // [64][kSF] in shared memory (lower triangular by 16 x 16 blocks; blocks
@@ -212,12 +201,10 @@ __device__ __forceinline__ void SplitMmaBlock(const float* const (&X)[kTerms],
   }
 }
 
-// kStaged (variant 4) keeps the algorithm and its roundings but moves work
-// off the shared-memory / L1 pipe that bounds variant 3 (ncu, H200): the
-// merges of step 2 run as split-bf16 tensor-core products (SplitMmaBlock),
-// and P, W, U are staged in shared memory and written with 16-byte stores
-// instead of 4-byte stores spread over 8 rows.
-template <int K, int V, typename In, bool kStaged>
+// The merges of step 2 run as split-16-bit tensor-core products
+// (SplitMmaBlock), and P, W, U are staged in shared memory and written with
+// 16-byte stores (instead of 4-byte stores spread over 8 rows).
+template <int K, int V, typename In>
 __global__ void __launch_bounds__(kPrepThreads, 2)
     ChunkPrepBlockedKernel(const ChunkArgs args) {
   using S = PrepBlockedSmem<K, V>;
@@ -285,8 +272,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
       const In* qr = q + static_cast<int64_t>(t0 + i) * qk_token + hq * K + 8 * b;
 #pragma unroll
       for (int m = 0; m < M; ++m) {
-        Load8(kr + 32 * m, kx[m]);
-        Load8(qr + 32 * m, qx[m]);
+        Load8AsFloats(kr + 32 * m, kx[m]);
+        Load8AsFloats(qr + 32 * m, qx[m]);
       }
     } else {
 #pragma unroll
@@ -402,16 +389,16 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
         if (j >= L) {
           *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
         } else if constexpr (std::is_same_v<In, Op>) {
-          CpAsync16(dst, vsrc + j * v_token + e);
+          CopyAsync16(dst, vsrc + j * v_token + e);
         } else {
           float x[8];
-          Load8(vsrc + j * v_token + e, x);
+          Load8AsFloats(vsrc + j * v_token + e, x);
           *reinterpret_cast<uint4*>(dst) =
               make_uint4(Pack2<Op>(x[0], x[1]), Pack2<Op>(x[2], x[3]), Pack2<Op>(x[4], x[5]),
                          Pack2<Op>(x[6], x[7]));
         }
       }
-      CpAsyncCommit();
+      CopyAsyncCommit();
     }
     if (tid < kChunk) {
       G_s[tid] = g_next;
@@ -444,12 +431,12 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
     }
     __syncthreads();
 
-    // step 1: A (shared, fp32) and P (workspace; staged when kStaged,
-    // copied out by warps 2-7 in step 2a) from kk, qk.
+    // step 1: A (shared, fp32) and P (workspace; staged, copied out by warps
+    // 2-7 in step 2a) from kk, qk.
     Op* p_global = reinterpret_cast<Op*>(args.p) + ch * 64 * 64;
     {
-      Op* p_out = kStaged ? stage : p_global;
-      const int p_stride = kStaged ? kSP : 64;
+      Op* p_out = stage;
+      const int p_stride = kSP;
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt) {
 #pragma unroll
@@ -496,7 +483,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
     } else {
       const int t = tid - 64;
       constexpr int kOtherThreads = kPrepThreads - 64;
-      if constexpr (kStaged) CopyTileToGlobal<64>(stage, kSP, p_global, 64, kOtherThreads);
+      CopyTileToGlobal<64>(stage, kSP, p_global, 64, kOtherThreads);
       const float scale = args.scale;
       // qg [64][K] = Op(scale exp(G_i) (q_i rq_i)): 16-byte pieces.
       Op* qg_out = reinterpret_cast<Op*>(args.qg) + ch * 64 * K;
@@ -543,91 +530,57 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
     // scratch quadrant Tf[0:32, 32:64] (block (a, b) of Y at rows 16 a, columns
     // 32 + 16 b; T[0:16, 16:32] is zero and skipped), then T[32:64, 0:32] =
     // -T[32:64, 32:64] Y (T[32:48, 48:64] is zero and skipped).
-    if constexpr (kStaged) {  // one warp per output block
-      if (warp < 2) {
-        const int p = warp;
-        SplitMmaBlock<kSF, 1>({Af + (32 * p + 16) * kSF + 32 * p}, {Tf + 32 * p * kSF + 32 * p},
-                              Tf + 32 + 16 * p, 1.f, lane);
-      }
-      __syncthreads();
-      if (warp < 2) {
-        const int p = warp;
-        SplitMmaBlock<kSF, 1>({Tf + (32 * p + 16) * kSF + 32 * p + 16}, {Tf + 32 + 16 * p},
-                              Tf + (32 * p + 16) * kSF + 32 * p, -1.f, lane);
-      }
-      __syncthreads();
-      if (warp < 4) {
-        const int a = warp >> 1, b = warp & 1;
-        const float* a_row = Af + (32 + 16 * a) * kSF;
-        if (b == 0) {
-          SplitMmaBlock<kSF, 2>({a_row, a_row + 16}, {Tf, Tf + 16 * kSF}, Tf + 16 * a * kSF + 32,
-                                1.f, lane);
-        } else {
-          SplitMmaBlock<kSF, 1>({a_row + 16}, {Tf + 16 * kSF + 16}, Tf + 16 * a * kSF + 48, 1.f,
-                                lane);
-        }
-      }
-      __syncthreads();
-      if (warp < 4) {
-        const int a = warp >> 1, b = warp & 1;
-        const float* y0 = Tf + 32 + 16 * b;  // Y_{0b}; Y_{1b} 16 rows below
-        if (a == 0) {
-          SplitMmaBlock<kSF, 1>({Tf + 32 * kSF + 32}, {y0}, Tf + 32 * kSF + 16 * b, -1.f, lane);
-        } else {
-          SplitMmaBlock<kSF, 2>({Tf + 48 * kSF + 32, Tf + 48 * kSF + 48}, {y0, y0 + 16 * kSF},
-                                Tf + 48 * kSF + 16 * b, -1.f, lane);
-        }
-      }
-      __syncthreads();
-    } else {  // fp32 FMA, thread (r, cc) = (tid / 16, tid % 16) of each block
-      const int r = tid >> 4, cc = tid & 15;
-#pragma unroll
-      for (int p = 0; p < 2; ++p) {
-        Tf[r * kSF + 32 + 16 * p + cc] = BlockDot<1>(Af + (32 * p + 16 + r) * kSF + 32 * p,
-                                                     Tf + 32 * p * kSF + 32 * p + cc, kSF);
-      }
-      __syncthreads();
-#pragma unroll
-      for (int p = 0; p < 2; ++p) {
-        Tf[(32 * p + 16 + r) * kSF + 32 * p + cc] =
-            -BlockDot<1>(Tf + (32 * p + 16 + r) * kSF + 32 * p + 16, Tf + 32 + 16 * p + cc, kSF);
-      }
-      __syncthreads();
-#pragma unroll
-      for (int a = 0; a < 2; ++a) {
-        const float* a_row = Af + (32 + 16 * a + r) * kSF;
-        Tf[(16 * a + r) * kSF + 32 + cc] = BlockDot<2>(a_row, Tf + cc, kSF);
-        Tf[(16 * a + r) * kSF + 48 + cc] = BlockDot<1>(a_row + 16, Tf + 16 * kSF + 16 + cc, kSF);
-      }
-      __syncthreads();
-#pragma unroll
-      for (int b = 0; b < 2; ++b) {
-        const float* y_col = Tf + 32 + 16 * b + cc;
-        Tf[(32 + r) * kSF + 16 * b + cc] = -BlockDot<1>(Tf + (32 + r) * kSF + 32, y_col, kSF);
-        Tf[(48 + r) * kSF + 16 * b + cc] = -BlockDot<2>(Tf + (48 + r) * kSF + 32, y_col, kSF);
-      }
-      __syncthreads();
+    // One warp per output block.
+    if (warp < 2) {
+      const int p = warp;
+      SplitMmaBlock<kSF, 1>({Af + (32 * p + 16) * kSF + 32 * p}, {Tf + 32 * p * kSF + 32 * p},
+                            Tf + 32 + 16 * p, 1.f, lane);
     }
+    __syncthreads();
+    if (warp < 2) {
+      const int p = warp;
+      SplitMmaBlock<kSF, 1>({Tf + (32 * p + 16) * kSF + 32 * p + 16}, {Tf + 32 + 16 * p},
+                            Tf + (32 * p + 16) * kSF + 32 * p, -1.f, lane);
+    }
+    __syncthreads();
+    if (warp < 4) {
+      const int a = warp >> 1, b = warp & 1;
+      const float* a_row = Af + (32 + 16 * a) * kSF;
+      if (b == 0) {
+        SplitMmaBlock<kSF, 2>({a_row, a_row + 16}, {Tf, Tf + 16 * kSF}, Tf + 16 * a * kSF + 32,
+                              1.f, lane);
+      } else {
+        SplitMmaBlock<kSF, 1>({a_row + 16}, {Tf + 16 * kSF + 16}, Tf + 16 * a * kSF + 48, 1.f,
+                              lane);
+      }
+    }
+    __syncthreads();
+    if (warp < 4) {
+      const int a = warp >> 1, b = warp & 1;
+      const float* y0 = Tf + 32 + 16 * b;  // Y_{0b}; Y_{1b} 16 rows below
+      if (a == 0) {
+        SplitMmaBlock<kSF, 1>({Tf + 32 * kSF + 32}, {y0}, Tf + 32 * kSF + 16 * b, -1.f, lane);
+      } else {
+        SplitMmaBlock<kSF, 2>({Tf + 48 * kSF + 32, Tf + 48 * kSF + 48}, {y0, y0 + 16 * kSF},
+                              Tf + 48 * kSF + 16 * b, -1.f, lane);
+      }
+    }
+    __syncthreads();
 
-    CpAsyncWaitAll();
+    CopyAsyncWaitAll();
     __syncthreads();  // T and vb complete
 
     // step 3: W = (T diag(bw)) k, U = (T diag(beta)) v on tensor cores ->
-    // workspace (kStaged: via [64][K+8] / [64][V+8] tiles over Af, free now,
-    // and the stage, free since step 2a).
+    // workspace (via [64][K+8] / [64][V+8] tiles over Af, free now, and the
+    // stage, free since step 2a).
     Op* w_out = reinterpret_cast<Op*>(args.w) + ch * 64 * K;
     Op* u_out = reinterpret_cast<Op*>(args.u) + ch * 64 * V;
-    if constexpr (kStaged) {
-      Op* w_stage = reinterpret_cast<Op*>(Af);
-      TProductTo<Op, K, kSF>(Tf, bw_s, kb, kSK, w_stage, K + 8, warp, lane);
-      TProductTo<Op, V, kSF>(Tf, beta_s, vb, kSV, stage, V + 8, warp, lane);
-      __syncthreads();
-      CopyTileToGlobal<K>(w_stage, K + 8, w_out, 0, kPrepThreads);
-      CopyTileToGlobal<V>(stage, V + 8, u_out, 0, kPrepThreads);
-    } else {
-      TProductTo<Op, K, kSF>(Tf, bw_s, kb, kSK, w_out, K, warp, lane);
-      TProductTo<Op, V, kSF>(Tf, beta_s, vb, kSV, u_out, V, warp, lane);
-    }
+    Op* w_stage = reinterpret_cast<Op*>(Af);
+    TProductTo<Op, K, kSF>(Tf, bw_s, kb, kSK, w_stage, K + 8, warp, lane);
+    TProductTo<Op, V, kSF>(Tf, beta_s, vb, kSV, stage, V + 8, warp, lane);
+    __syncthreads();
+    CopyTileToGlobal<K>(w_stage, K + 8, w_out, 0, kPrepThreads);
+    CopyTileToGlobal<V>(stage, V + 8, u_out, 0, kPrepThreads);
     __syncthreads();  // vb, Af / Tf, the stage and the gate arrays are reused by the next head
   }
 }

@@ -8,19 +8,21 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda/chunked/chunk_args.h"
+#include "kernels/cuda/chunked_prefill.h"
 #include "kernels/gdn_types.h"
 
 namespace gdn::cuda::chunked {
 
-// Grid (num_chunks, Hqk); args.solve_variant (3 or 4) picks kernel 1's variant.
+// Grid (num_chunks, Hqk); bf16 or fp16 inputs (else cudaErrorInvalidValue).
 // Returns the launch error (cudaGetLastError).
 cudaError_t LaunchChunkPrep(const GdnOptions& options, const ChunkArgs& args,
                             cudaStream_t stream);
 
-// Grid N * Hv * (V / v_tile); v_tile is 16, 32 or 64; variant 4 (split: the
-// chain, then LaunchOutputPass) or 5 (fused), as in chunked_prefill_state.cu.
+// Grid N * Hv * (V / v_tile); v_tile is 16, 32 or 64; form kSplit (the
+// chain, then LaunchOutputPass) or kFused (resolved: not kAuto), as in
+// chunked_prefill_state.cu.
 cudaError_t LaunchStatePass(const GdnOptions& options, const ChunkArgs& args,
-                            int v_tile, int variant, cudaStream_t stream);
+                            int v_tile, ChunkedStatePass form, cudaStream_t stream);
 
 // Kernel 3 (split form): o of every chunk from args.hs / args.un, grid
 // num_chunks * Hv (chunked_prefill_output.cu); `pdl` launches it right behind

@@ -1,10 +1,10 @@
 // Warp-level tensor-core building blocks of the chunked prefill: the
 // mma.sync m16n8k16 bf16 / fp16 -> fp32 instructions, their fragment loads
-// from shared memory, cp.async 16-byte copies and element conversions.
+// from shared memory, tile copies (cp.async, kernels/cuda/common/cp_async.cuh)
+// and element conversions.
 //
-// The operand type Op (OperandFor below) is bf16 for bf16 and fp32 inputs
-// (fp32's exponent range: no overflow for any finite input) and fp16 for
-// fp16 inputs (3 more mantissa bits, the inputs' own precision; values past
+// The operand type Op (OperandFor below) is bf16 for bf16 inputs and fp16
+// for fp16 inputs (3 more mantissa bits, the inputs' own precision; values past
 // fp16's range saturate to +-65504 instead of becoming inf, so finite inputs
 // never give NaN). Every workspace tile and shared-memory operand of a call
 // has that type.
@@ -32,6 +32,9 @@
 
 #include <cstdint>
 #include <type_traits>
+
+#include "kernels/cuda/common/cp_async.cuh"
+#include "kernels/cuda/common/vector_access.cuh"
 
 namespace gdn::cuda::chunked {
 
@@ -206,24 +209,6 @@ __device__ __forceinline__ void StoreOpPair(Op* p, float x0, float x1) {
   *reinterpret_cast<uint32_t*>(p) = Pack2<Op>(x0, x1);
 }
 
-// ---- cp.async (sm_80+): global -> shared, 16 bytes, bypassing registers ----
-
-__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-}
-__device__ __forceinline__ void CpAsyncCommit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-__device__ __forceinline__ void CpAsyncWaitAll() {
-  asm volatile("cp.async.wait_group 0;\n" ::);
-}
-// Waits until at most kPending of this thread's most recent groups are in flight.
-template <int kPending>
-__device__ __forceinline__ void CpAsyncWaitPending() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
-
 // Copies a [kRows x kCols] tile of 16-bit elements (global rows `gstride`
 // apart, kCols a multiple of 8) into shared memory rows `sstride` apart, all
 // threads of the block sharing the 16-byte pieces: a fully unrolled loop
@@ -238,28 +223,9 @@ __device__ __forceinline__ void CpAsyncTileStatic(T* smem, int sstride, const T*
     const int p = threadIdx.x + i * kThreads;
     if (kPieces % kThreads == 0 || p < kPieces) {
       const int r = p / kPerRow, c = (p % kPerRow) * 8;
-      CpAsync16(smem + r * sstride + c, gmem + r * gstride + c);
+      CopyAsync16(smem + r * sstride + c, gmem + r * gstride + c);
     }
   }
-}
-
-// ---- stores of o and of state pages --------------------------------------------
-
-// Two adjacent elements (even index) stored at once as T (fp32, bf16 or
-// fp16; round to nearest; fp16 overflows to inf, as the true value would).
-template <typename T>
-__device__ __forceinline__ void StorePair(T* p, float x0, float x1);
-template <>
-__device__ __forceinline__ void StorePair<float>(float* p, float x0, float x1) {
-  *reinterpret_cast<float2*>(p) = make_float2(x0, x1);
-}
-template <>
-__device__ __forceinline__ void StorePair<bf16>(bf16* p, float x0, float x1) {
-  *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(x0, x1);
-}
-template <>
-__device__ __forceinline__ void StorePair<__half>(__half* p, float x0, float x1) {
-  *reinterpret_cast<__half2*>(p) = __floats2half2_rn(x0, x1);
 }
 
 }  // namespace gdn::cuda::chunked

@@ -22,6 +22,7 @@
 
 #include "kernels/cuda/chunked/chunk_args.h"
 #include "kernels/cuda/chunked/mma_16bit.cuh"
+#include "kernels/cuda/common/cp_async.cuh"
 #include "kernels/cuda/chunked/progress.cuh"
 #include "kernels/cuda/chunked/state_tile.cuh"
 
@@ -81,9 +82,9 @@ __global__ void __launch_bounds__(kOutputThreads, 2) OutputPassKernel(const Chun
       sT_s, kSK, reinterpret_cast<const Op*>(args.hs) + ch * V * K, K);
   CpAsyncTileStatic<kOutputThreads, V, 64>(
       uT_s, kSC, reinterpret_cast<const Op*>(args.un) + ch * V * 64, 64);
-  CpAsyncCommit();
+  CopyAsyncCommit();
 
-  CpAsyncWaitAll();
+  CopyAsyncWaitAll();
   __syncthreads();
 
   float acc[NT][4];

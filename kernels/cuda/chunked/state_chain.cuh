@@ -37,6 +37,8 @@
 #include "kernels/cuda/chunked/mma_16bit.cuh"
 #include "kernels/cuda/chunked/progress.cuh"
 #include "kernels/cuda/chunked/state_tile.cuh"
+#include "kernels/cuda/common/cp_async.cuh"
+#include "kernels/cuda/common/pdl.cuh"
 #include "kernels/gdn_params.h"
 
 namespace gdn::cuda::chunked {
@@ -102,7 +104,7 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
   constexpr int kPair = NT % 2 == 0 ? 2 : 1;  // n-tiles per B load
   if constexpr (!kFused) {
     // The output pass may start now (PDL): it waits on the progress flags.
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    TriggerDependentLaunch();
   }
   extern __shared__ __align__(16) unsigned char smem[];
   Op* stage_base = reinterpret_cast<Op*>(smem);
@@ -160,19 +162,19 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
     if (c_begin + i < c_end) issue_loads(c_begin + i, i);
-    CpAsyncCommit();
+    CopyAsyncCommit();
   }
   const int seq_begin = args.cu_seqlens[n], seq_end = args.cu_seqlens[n + 1];
   for (int c = c_begin; c < c_end; ++c) {
     const int st = (c - c_begin) % kStages;
     const int64_t ch = static_cast<int64_t>(c) * Hv + h;
     const float decay = is_chain ? args.decay[ch] : 0.f;
-    CpAsyncWaitPending<kStages - 2>();
+    CopyAsyncWait<kStages - 2>();
     // Stage st and sT landed; chunk c - 1 is done with its stage and uT.
     __syncthreads();
     const int ahead = c + kStages - 1;
     if (ahead < c_end) issue_loads(ahead, (ahead - c_begin) % kStages);
-    CpAsyncCommit();
+    CopyAsyncCommit();
     if constexpr (!kFused) {  // chunks c_begin .. c - 1: hs and un stored before the barrier
       const int done = c - c_begin;
       if (tid == 0 && done > 0 && done % kPublishEvery == 0) {
@@ -290,7 +292,7 @@ __global__ void __launch_bounds__(kChainThreadsFor<VT, WC, kFused>, 1)
                       lane);
     }
   }
-  CpAsyncWaitAll();
+  CopyAsyncWaitAll();
 
   if (is_chain && pages_ok) {
     StoreStatePage<K, V, VT, MT, NT, kChainWarps * 32>(args, args.final_pages[n], h, v0, S, rw,

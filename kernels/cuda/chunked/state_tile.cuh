@@ -13,6 +13,8 @@
 
 #include "kernels/cuda/chunked/chunk_args.h"
 #include "kernels/cuda/chunked/mma_16bit.cuh"
+#include "kernels/cuda/common/page_ids.cuh"
+#include "kernels/cuda/common/vector_access.cuh"
 #include "kernels/gdn_params.h"
 #include "kernels/state_quant.h"
 
@@ -98,12 +100,13 @@ __device__ __forceinline__ int CheckpointCountOf(const ChunkArgs& args, int n) {
 // sequence's o becomes NaN) and touches no page.
 __device__ __forceinline__ bool PagesOk(const ChunkArgs& args, int n) {
   const int ip = args.initial_pages[n], fp = args.final_pages[n];
-  bool ok = (ip == kZeroStatePage || (ip >= 0 && ip < args.num_pages)) && fp >= 0 &&
-            fp < args.num_pages;
+  // (ip ok && fp >= 0) && fp < num_pages: the association of the original
+  // expression, which the register allocation of the chain depends on.
+  bool ok = GDN_PAGE_IN_POOL_OR_ZERO(ip, args.num_pages) && fp >= 0 && fp < args.num_pages;
   const int count = CheckpointCountOf(args, n);
   for (int m = 0; m < count; ++m) {
     const int id = args.checkpoint_pages[n * args.checkpoints_per_seq + m];
-    ok &= id == kZeroStatePage || (id >= 0 && id < args.num_pages);
+    ok &= GDN_PAGE_IN_POOL_OR_ZERO(id, args.num_pages);
   }
   return ok;
 }
