@@ -105,7 +105,8 @@ class SessionSnapshotDir {
   absl::Status RestoreIfAbsent(StateCache& cache, const std::string& id);
 
   // Engine thread, once no call is running: writes every session of `cache`
-  // to its file and closes the sessions that were written.
+  // to its file (encoded and written on up to 4 threads at once) and closes
+  // the sessions that were written.
   SnapshotDrainReport WriteAll(StateCache& cache);
 
  private:
