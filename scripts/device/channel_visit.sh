@@ -70,12 +70,8 @@ say "device ($BACKEND)"
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; cat .bundle/COMMIT
   lscpu | grep -E "Model name|^CPU\(s\)"; } 2>&1 | tee -a "$LOG"
 
-PYDIR=/tmp/gdn_py
-rm -rf "$PYDIR" && mkdir -p "$PYDIR"
-tag=$(python3 -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
-for whl in .whl/gdn_serve-*.whl .whl/protobuf-*.whl .whl/grpcio-*-"$tag"-*.whl; do
-  [ -f "$whl" ] && python3 -m zipfile -e "$whl" "$PYDIR"
-done
+# shellcheck disable=SC1091  # sourced from the repository root
+. scripts/device/unpack_wheels.sh  # PYDIR on PYTHONPATH
 # FLA only for the transformers speed step (its native arm): the CUDA region
 # check's bound is derived against transformers' fp32 torch core.
 FLADIR=/tmp/gdn_fla
@@ -83,7 +79,6 @@ rm -rf "$FLADIR" && mkdir -p "$FLADIR"
 for whl in .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl; do
   [ -f "$whl" ] && python3 -m zipfile -e "$whl" "$FLADIR"
 done
-export PYTHONPATH=$PYDIR${PYTHONPATH:+:$PYTHONPATH}
 python3 -c "import gdn_serve, grpc, torch, transformers as t; print('torch', torch.__version__,
 'transformers', t.__version__, 'grpcio', grpc.__version__)" 2>&1 | tee -a "$LOG"
 PYTHONPATH=$FLADIR:$PYTHONPATH python3 -c "import fla; print('fla', fla.__version__)" 2>&1 | tail -1 | tee -a "$LOG"

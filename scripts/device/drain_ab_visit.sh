@@ -12,12 +12,8 @@ mkdir -p "$OUT"
 LOG=$OUT/drain_ab.log
 # shellcheck disable=SC1091  # sourced from the repository root
 . scripts/device/unpack_bundle.sh  # LD_LIBRARY_PATH
-PYDIR=/tmp/gdn_py
-rm -rf "$PYDIR" && mkdir -p "$PYDIR"
-tag=$(python3 -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
-for whl in .whl/gdn_serve-*.whl .whl/protobuf-*.whl .whl/grpcio-*-"$tag"-*.whl; do
-  [ -f "$whl" ] && python3 -m zipfile -e "$whl" "$PYDIR"
-done
+# shellcheck disable=SC1091  # sourced from the repository root
+. scripts/device/unpack_wheels.sh  # PYDIR on PYTHONPATH
 for round in $(seq "${ROUNDS:-2}"); do
   for arm in before after; do
     dir=/tmp/drain_snap; rm -rf "$dir"; mkdir -p "$dir"
@@ -26,7 +22,7 @@ for round in $(seq "${ROUNDS:-2}"); do
       > /tmp/drain_$arm.out 2> /tmp/drain_$arm.err &
     pid=$!
     for _ in $(seq 150); do grep -q listening /tmp/drain_$arm.out 2>/dev/null && break; sleep 0.2; done
-    PYTHONPATH=$PYDIR timeout 60 python3 bench/soak/fill_sessions.py --target 127.0.0.1:50995 \
+    timeout 60 python3 bench/soak/fill_sessions.py --target 127.0.0.1:50995 \
       --sessions "${SESSIONS:-64}" > /tmp/drain_fill.txt 2>&1
     kill -TERM $pid; wait $pid
     echo "round $round $arm: $(tail -1 /tmp/drain_fill.txt); $(grep 'drain: wrote' /tmp/drain_$arm.err)" | tee -a "$LOG"

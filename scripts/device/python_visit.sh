@@ -65,14 +65,8 @@ say "device"
   git log -1 --format='%H %cd' 2>/dev/null; lscpu | grep -E "Model name|^CPU\(s\)"; python3 --version; } 2>&1 | tee -a "$LOG"
 
 say "install gdn_serve from .whl"
-PYDIR=/tmp/gdn_py
-rm -rf "$PYDIR" && mkdir -p "$PYDIR"
-tag=$(python3 -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
-for whl in .whl/gdn_serve-*.whl .whl/protobuf-*.whl .whl/grpcio-*-"$tag"-*.whl; do
-  [ -f "$whl" ] || { echo "missing wheel $whl (run 'python_visit.sh prepare' here)" | tee -a "$LOG"; exit 1; }
-  python3 -m zipfile -e "$whl" "$PYDIR" && echo "unpacked $whl" | tee -a "$LOG"
-done
-export PYTHONPATH=$PYDIR${PYTHONPATH:+:$PYTHONPATH}
+# shellcheck disable=SC1091  # sourced from the repository root
+. scripts/device/unpack_wheels.sh 2>> "$LOG" || { echo "missing wheels (see $LOG)"; exit 1; }
 python3 -c "import gdn_serve, grpc, google.protobuf, numpy, torch, transformers as t
 print('gdn_serve', gdn_serve.__version__, 'grpcio', grpc.__version__, 'protobuf', google.protobuf.__version__,
       'numpy', numpy.__version__, 'torch', torch.__version__, 'transformers', t.__version__)" 2>&1 | tee -a "$LOG"
