@@ -9,7 +9,11 @@
 #ifndef GDN_PROTO_CPU_CLONES_H_
 #define GDN_PROTO_CPU_CLONES_H_
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// Not under ThreadSanitizer or AddressSanitizer (scripts/test.sh
+// --sanitize=...): the ifunc resolvers run before the sanitizer's runtime is
+// up, and a TSan build then crashes at load (seen with GCC 12).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
 #define GDN_CPU_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
