@@ -361,7 +361,9 @@ SnapshotDrainReport SessionSnapshotDir::WriteAll(StateCache& cache) {
     }
     if (pending.size() >= kWriters) finish_oldest();
     pending.push_back(
-        {id, std::async(std::launch::async,
+        // async | deferred: libstdc++ runs it on a new thread, or here at
+        // get() when no thread can be made (EAGAIN), so a drain never throws.
+        {id, std::async(std::launch::async | std::launch::deferred,
                         [this, path = PathFor(id), states = std::move(*states)]() mutable
                         -> absl::StatusOr<int64_t> {
                           std::string data(wire::kSessionFileMagic);
