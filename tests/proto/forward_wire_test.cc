@@ -216,7 +216,7 @@ TEST(ForwardWireTest, ATensorTwiceIsRefused) {
 // silently cut to the end of the message (PushLimit clamps); a ref twice
 // merged in protobuf but not here; a ref then an empty data field is data
 // in protobuf (the oneof's last) but was a ref here; a tag varint over 5
-// bytes had its high bits dropped.
+// bytes had its high bits dropped, and so had a length over 5 bytes.
 TEST(ForwardWireTest, BytesProtobufRefusesDoNotScan) {
   using namespace std::string_literals;
   // Refused by protobuf's parser too.
@@ -232,6 +232,14 @@ TEST(ForwardWireTest, BytesProtobufRefusesDoNotScan) {
       "\xa3\x06\x88\x80\x80\x80\x80\x01\x00\xa4\x06"s,
       "\xa3\x06\x08\x01"s,                   // a group the message ends inside
       "\xa3\x06\x08\x01\xac\x06"s,           // closed by field 101's end-group
+      // Lengths over 5 bytes: CodedInputStream keeps the low 32 bits (here
+      // 0), protobuf's parser refuses them (the fuzzer, seed 1, CI).
+      "\x1a\x0a\x22\x80\x80\x80\x80\x80\x80\x80\x80\x10"s,  // q.ref
+      "\x1a\x0a\x1a\x80\x80\x80\x80\x80\x80\x80\x80\x10"s,  // q.data
+      "\x1a\x07\x12\x80\x80\x80\x80\x80\x00"s,      // q.shape, 6-byte length 0
+      "\x12\x80\x80\x80\x80\x80\x00"s,                // sequences[0]
+      "\xa2\x06\x80\x80\x80\x80\x80\x00"s,           // unknown field 100
+      "\x1a\x06\x22\x80\x80\x80\x80\x08"s,           // q.ref: 2^31 in 5 bytes
   };
   for (const std::string& bytes : refused) {
     SCOPED_TRACE(absl::CEscape(bytes));
@@ -256,6 +264,8 @@ TEST(ForwardWireTest, BytesProtobufRefusesDoNotScan) {
       "\x12\x03\x01"s,          // positions: 3 packed bytes claimed, 1 left
       "\xfd\xff\xff\xff\xff\xff\xff\xff\xff\x0f\x00\x00\x00\x00"s,  // a 10-byte tag
       "\x4b\x88\x80\x80\x80\x80\x01\x00\x4c"s,  // a 6-byte tag inside a group
+      "\x2a\x80\x80\x80\x80\x80\x80\x00"s,       // error_message: 7-byte length
+      "\x0a\x09\x1a\x80\x80\x80\x80\x80\x80\x80\x00"s,  // o.data: 8-byte length
   };
   for (const std::string& bytes : responses) {
     SCOPED_TRACE(absl::CEscape(bytes));
