@@ -83,14 +83,20 @@ curl -sf "http://$metrics/status" >"$work/static/status.html" || fail "GET /stat
 while read -r script; do
   curl -sf "http://$metrics/$script" >"$work/static/$script" || fail "GET /$script failed"
 done < <(sed -n 's/.*<script src="\([^"]*\)".*/\1/p' "$work/static/status.html")
+# The log exists before the server starts: the loop below may read it before
+# the background shell has opened it (sed then failed, and set -e ended the
+# test: a flake seen in CI on 2026-12-02).
+: >"$work/static.out"
 python3 -u -m http.server 0 --bind 127.0.0.1 --directory "$work/static" \
   >"$work/static.out" 2>&1 &
 static_pid=$!
+static_port=""
 for _ in $(seq 100); do
   static_port="$(sed -n 's/.* port \([0-9]*\).*/\1/p' "$work/static.out")"
   if [ -n "$static_port" ]; then break; fi
   sleep 0.1
 done
+[ -n "$static_port" ] || fail "the static file server printed no port in 10 s"
 timeout 60 "$chromium_bin" --headless --no-sandbox --disable-gpu \
   --disable-dev-shm-usage --no-first-run --user-data-dir="$work/profile" \
   --virtual-time-budget=3000 --dump-dom "http://127.0.0.1:$static_port/status.html" \
