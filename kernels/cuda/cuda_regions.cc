@@ -21,44 +21,40 @@
 namespace gdn::cuda {
 namespace {
 
-// Per calling thread: a stream and the buffers of CheckValues, grown as
-// needed and kept for the thread's life (request threads live as long as
-// the server; freeing at thread exit could race the CUDA runtime's own
-// teardown at process exit).
+// Per calling thread: a stream, the marks of CheckValues (check_values.h:
+// never reset, so a call is one launch, one 64-byte download and one wait)
+// and their pinned copy, kept for the thread's life (request threads live
+// as long as the server; freeing at thread exit could race the CUDA
+// runtime's own teardown at process exit).
 struct CheckScratch {
   int device = -1;
   cudaStream_t stream = nullptr;
-  int capacity = 0;
-  ValueCheck* host_checks = nullptr;      // pinned, [capacity]
-  ValueCheck* device_checks = nullptr;    // [capacity]
-  unsigned long long* host_bad = nullptr; // pinned, [capacity]
-  unsigned long long* device_bad = nullptr;
+  unsigned long long* device_marks = nullptr;  // [kMaxValueChecks]
+  unsigned long long* host_marks = nullptr;    // pinned, [kMaxValueChecks]
+  uint64_t epoch = 0;                          // of the last launch
 
-  absl::Status Reserve(int device_id, int count) {
-    if (device != device_id) {
-      if (device >= 0) return absl::InternalError("CheckValues: one thread, two devices");
-      device = device_id;
-      GDN_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    }
-    if (count <= capacity) return absl::OkStatus();
-    const int n = count < 8 ? 8 : count;
-    for (void* p : {static_cast<void*>(host_checks), static_cast<void*>(host_bad)}) {
-      if (p != nullptr) (void)cudaFreeHost(p);
-    }
-    for (void* p : {static_cast<void*>(device_checks), static_cast<void*>(device_bad)}) {
-      if (p != nullptr) (void)cudaFree(p);
-    }
-    capacity = 0;
+  absl::Status Reserve(int device_id) {
+    if (device == device_id) return absl::OkStatus();
+    if (device >= 0) return absl::InternalError("CheckValues: one thread, two devices");
+    GDN_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    GDN_CUDA_RETURN_IF_ERROR(cudaMallocHost(reinterpret_cast<void**>(&host_marks),
+                                            kMaxValueChecks * sizeof(unsigned long long)));
+    GDN_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&device_marks),
+                                        kMaxValueChecks * sizeof(unsigned long long)));
     GDN_CUDA_RETURN_IF_ERROR(
-        cudaMallocHost(reinterpret_cast<void**>(&host_checks), n * sizeof(ValueCheck)));
-    GDN_CUDA_RETURN_IF_ERROR(
-        cudaMallocHost(reinterpret_cast<void**>(&host_bad), n * sizeof(unsigned long long)));
-    GDN_CUDA_RETURN_IF_ERROR(
-        cudaMalloc(reinterpret_cast<void**>(&device_checks), n * sizeof(ValueCheck)));
-    GDN_CUDA_RETURN_IF_ERROR(
-        cudaMalloc(reinterpret_cast<void**>(&device_bad), n * sizeof(unsigned long long)));
-    capacity = n;
+        cudaMemset(device_marks, 0, kMaxValueChecks * sizeof(unsigned long long)));
+    device = device_id;
     return absl::OkStatus();
+  }
+
+  // The epoch of the next launch; past the last one the marks start over.
+  absl::StatusOr<uint64_t> NextEpoch() {
+    if (epoch == kMaxMarkEpoch) {
+      GDN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
+          device_marks, 0, kMaxValueChecks * sizeof(unsigned long long), stream));
+      epoch = 0;
+    }
+    return ++epoch;
   }
 };
 
@@ -195,31 +191,26 @@ absl::StatusOr<std::vector<int64_t>> CudaBackend::CheckValues(
   if (checks.empty()) return first_bad;
   if (absl::Status s = Activate(); !s.ok()) return s;
   CheckScratch& scratch = check_scratch;
-  const int n = static_cast<int>(checks.size());
-  if (absl::Status s = scratch.Reserve(device_, n); !s.ok()) return s;
-  int64_t max_elements = 0;
-  for (int i = 0; i < n; ++i) {
-    max_elements = std::max(max_elements, checks[i].count);
-    scratch.host_checks[i] = checks[i];
-    scratch.host_bad[i] = static_cast<unsigned long long>(checks[i].count);
-  }
+  if (absl::Status s = scratch.Reserve(device_); !s.ok()) return s;
   cudaStream_t stream = scratch.stream;
-  GDN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(scratch.device_checks, scratch.host_checks,
-                                           n * sizeof(ValueCheck), cudaMemcpyHostToDevice,
-                                           stream));
-  GDN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(scratch.device_bad, scratch.host_bad,
-                                           n * sizeof(unsigned long long),
-                                           cudaMemcpyHostToDevice, stream));
-  if (absl::Status s = LaunchCheckValues(scratch.device_checks, scratch.device_bad, n, max_elements,
-                                          stream);
-      !s.ok()) {
-    return s;
+  for (size_t done = 0; done < checks.size(); done += kMaxValueChecks) {
+    ValueCheckBatch batch;
+    batch.count = static_cast<int>(std::min<size_t>(kMaxValueChecks, checks.size() - done));
+    std::copy_n(checks.begin() + done, batch.count, batch.checks);
+    absl::StatusOr<uint64_t> epoch = scratch.NextEpoch();
+    if (!epoch.ok()) return epoch.status();
+    if (absl::Status s = LaunchCheckValues(batch, *epoch, scratch.device_marks, stream); !s.ok()) {
+      return s;
+    }
+    GDN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(scratch.host_marks, scratch.device_marks,
+                                             batch.count * sizeof(unsigned long long),
+                                             cudaMemcpyDeviceToHost, stream));
+    GDN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    for (int i = 0; i < batch.count; ++i) {
+      const uint64_t mark = scratch.host_marks[i];
+      first_bad[done + i] = MarkEpoch(mark) == *epoch ? MarkIndex(mark) : checks[done + i].count;
+    }
   }
-  GDN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(scratch.host_bad, scratch.device_bad,
-                                           n * sizeof(unsigned long long),
-                                           cudaMemcpyDeviceToHost, stream));
-  GDN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-  for (int i = 0; i < n; ++i) first_bad[i] = static_cast<int64_t>(scratch.host_bad[i]);
   return first_bad;
 }
 

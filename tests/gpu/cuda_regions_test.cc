@@ -77,6 +77,30 @@ TEST_F(CudaRegionsTest, CheckValuesFindsTheFirstBadElement) {
   EXPECT_EQ(*got, expected);
 }
 
+// The marks are never reset between calls (check_values.h): a failure of
+// one call must not show in the next, and a later, larger index must not
+// hide behind an earlier call's smaller one.
+TEST_F(CudaRegionsTest, CheckValuesForgetsEarlierCalls) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> bad_early(1000, 0.5f), bad_late(1000, 0.5f), good(1000, 0.5f);
+  bad_early[3] = nan;
+  bad_late[900] = nan;
+  const ValueCheck early{Upload(bad_early, DType::kF32), 1000, DType::kF32, false, 0, 0};
+  const ValueCheck late{Upload(bad_late, DType::kF32), 1000, DType::kF32, false, 0, 0};
+  const ValueCheck fine{Upload(good, DType::kF32), 1000, DType::kF32, false, 0, 0};
+  for (int round = 0; round < 3; ++round) {
+    absl::StatusOr<std::vector<int64_t>> a = backend_->CheckValues({early, fine});
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(*a, (std::vector<int64_t>{3, 1000}));
+    absl::StatusOr<std::vector<int64_t>> b = backend_->CheckValues({fine, late});
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(*b, (std::vector<int64_t>{1000, 900}));
+    absl::StatusOr<std::vector<int64_t>> c = backend_->CheckValues({late, early});
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(*c, (std::vector<int64_t>{900, 3}));
+  }
+}
+
 TEST_F(CudaRegionsTest, RegisteredHostMemoryIsCopiedFromAndTo) {
   std::vector<char> host(1 << 20);
   for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<char>(i * 131);
