@@ -31,14 +31,21 @@
 
 namespace gdn::cuda {
 
-// One token's q and k rows held by a warp (lane l: elements [l * kPer,
-// (l + 1) * kPer)), in place: q times scale (and 1 / |q| with the L2 norm),
-// k times 1 / |k| with the L2 norm; returns k . q of the results, computed
-// as (sum k q) * q_factor * k_factor. Every kernel of the family stages its
-// tokens through this, so they see bitwise the same normalised rows.
+// The factors of one token's q and k rows held by a warp (lane l: elements
+// [l * kPer, (l + 1) * kPer)): the normalised rows are q * q (scale, and
+// 1 / |q| with the L2 norm) and k * k (1 / |k| with the L2 norm), their dot
+// product kq * q * k, in that order. q and k are rescaled in place in the
+// rare overflow case below. Every kernel of the family stages its tokens
+// through this, so they see bitwise the same normalised rows; the caller
+// applies the factors (StageTokens as it stores them: returning the scaled
+// rows instead cost the wide fp32 instance 12 bytes more spill loads).
+struct QkFactors {
+  float q, k, kq;
+};
+
 template <int kPer>
-__device__ __forceinline__ float NormalizeQk(const RecurrentParams& p, float (&q)[kPer],
-                                             float (&k)[kPer]) {
+__device__ __forceinline__ QkFactors NormalizeQk(const RecurrentParams& p, float (&q)[kPer],
+                                                 float (&k)[kPer]) {
   float qq = 0.0f, kk = 0.0f, kq = 0.0f;
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
@@ -84,12 +91,7 @@ __device__ __forceinline__ float NormalizeQk(const RecurrentParams& p, float (&q
     q_factor *= rq;
     k_factor = rk;
   }
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    q[i] *= q_factor;
-    k[i] *= k_factor;
-  }
-  return kq * q_factor * k_factor;
+  return {q_factor, k_factor, kq};
 }
 
 // Stages tokens [tok0, tok0 + n) of one (sequence, head) into shared memory:
@@ -122,14 +124,14 @@ __device__ __forceinline__ void StageTokens(const RecurrentParams& p,
         gate_beta = p.beta[gi];
       }
     }
-    const float kq = NormalizeQk<kPer>(p, q, k);
+    const QkFactors f = NormalizeQk<kPer>(p, q, k);
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
-      smem.q[t][lane * kPer + i] = q[i];
-      smem.k[t][lane * kPer + i] = k[i];
+      smem.q[t][lane * kPer + i] = q[i] * f.q;
+      smem.k[t][lane * kPer + i] = k[i] * f.k;
     }
     if (lane == 0) {
-      smem.kq[t] = kq;
+      smem.kq[t] = f.kq * f.q * f.k;
       smem.decay[t] = expf(gate_g);
       smem.beta[t] = gate_beta;
     }

@@ -179,7 +179,13 @@ __device__ __forceinline__ void SliceTokenStep(const RecurrentParams& p, const R
     q[r] = ToFloat(in.q.e[r]);
     k[r] = ToFloat(in.k.e[r]);
   }
-  const float kq = NormalizeQk<kRows>(p, q, k);
+  const QkFactors f = NormalizeQk<kRows>(p, q, k);
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    q[r] *= f.q;
+    k[r] *= f.k;
+  }
+  const float kq = f.kq * f.q * f.k;
   const float decay = TokenDecay<Shape>(p, it.head, in);
   const float beta = p.fused_gating ? FusedBeta(in.strength) : in.strength;
   if constexpr (Shape::kQuant) {
