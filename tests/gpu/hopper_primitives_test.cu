@@ -242,6 +242,20 @@ TEST(HopperPrimitivesHost, FragmentLayouts) {
   }
 }
 
+// MbarrierWait with a watchdog: a phase that never completes (wrong
+// transaction bytes, a lost arrival) traps after ~2 s of spinning instead of
+// hanging the test binary, so the failure names the kernel.
+__device__ void WaitOrTrap(uint64_t* bar, uint32_t parity) {
+  const long long start = clock64();
+  while (!MbarrierTryWait(bar, parity)) {
+    if (clock64() - start > (1ll << 32)) {  // ~2.3 s at 1.98 GHz
+      printf("mbarrier wait timed out: block %d thread %d parity %u\n", blockIdx.x, threadIdx.x,
+             parity);
+      __trap();
+    }
+  }
+}
+
 // ---- TMA round trip ----------------------------------------------------------------
 
 constexpr int kBoxRows = 64;
@@ -276,7 +290,7 @@ __global__ void __launch_bounds__(128) TmaRoundTripKernel(const __grid_constant_
       }
     }
   }
-  MbarrierWait(&bar, 0);
+  WaitOrTrap(&bar, 0);
   uint8_t* out = dump + static_cast<size_t>(head * gridDim.x + blockIdx.x) * kTileBytes;
   for (uint32_t i = threadIdx.x * 16; i < kTileBytes; i += 128 * 16) {
     *reinterpret_cast<uint4*>(out + i) = *reinterpret_cast<const uint4*>(tile + i);
@@ -655,37 +669,68 @@ void RunGemm(const GemmCase& c, uint64_t seed) {
               2 * c.k, kRs ? (" D1 " + std::to_string(worst1)).c_str() : "");
 }
 
+// One suite instance per (type, form, B major, swizzle), each over N in
+// {64, 128}, K in {16, 64, 128}, random and awkward data: a layout that is
+// wrong fails its own instance only.
+struct GemmVariant {
+  bool bf16;
+  bool rs;
+  bool b_mn;
+  bool swizzle;
+};
+
 template <typename Type>
-void RunGemmCases() {
-  uint64_t seed = 0x9e3779b97f4a7c15ull;
+void RunGemmVariant(const GemmVariant& v) {
+  uint64_t seed = 0x9e3779b97f4a7c15ull ^ (v.rs * 8 + v.b_mn * 4 + v.swizzle * 2 + v.bf16);
   for (const bool awkward : {false, true}) {
-    for (const bool rs : {false, true}) {
-      for (const bool b_mn : {false, true}) {
-        for (const bool swizzle : {true, false}) {
-          for (const int n : {64, 128}) {
-            for (const int k : {16, 64, 128}) {
-              const GemmCase c{n, k, b_mn, rs, swizzle, awkward};
-              ++seed;
-              // Runtime -> template: N, B major, form.
-              if (n == 64 && !b_mn && !rs) RunGemm<Type, 64, false, false>(c, seed);
-              if (n == 64 && !b_mn && rs) RunGemm<Type, 64, false, true>(c, seed);
-              if (n == 64 && b_mn && !rs) RunGemm<Type, 64, true, false>(c, seed);
-              if (n == 64 && b_mn && rs) RunGemm<Type, 64, true, true>(c, seed);
-              if (n == 128 && !b_mn && !rs) RunGemm<Type, 128, false, false>(c, seed);
-              if (n == 128 && !b_mn && rs) RunGemm<Type, 128, false, true>(c, seed);
-              if (n == 128 && b_mn && !rs) RunGemm<Type, 128, true, false>(c, seed);
-              if (n == 128 && b_mn && rs) RunGemm<Type, 128, true, true>(c, seed);
-              if (::testing::Test::HasFatalFailure()) return;
-            }
-          }
-        }
+    for (const int n : {64, 128}) {
+      for (const int k : {16, 64, 128}) {
+        const GemmCase c{n, k, v.b_mn, v.rs, v.swizzle, awkward};
+        ++seed;
+        // Runtime -> template: N, B major, form.
+        if (n == 64 && !v.b_mn && !v.rs) RunGemm<Type, 64, false, false>(c, seed);
+        if (n == 64 && !v.b_mn && v.rs) RunGemm<Type, 64, false, true>(c, seed);
+        if (n == 64 && v.b_mn && !v.rs) RunGemm<Type, 64, true, false>(c, seed);
+        if (n == 64 && v.b_mn && v.rs) RunGemm<Type, 64, true, true>(c, seed);
+        if (n == 128 && !v.b_mn && !v.rs) RunGemm<Type, 128, false, false>(c, seed);
+        if (n == 128 && !v.b_mn && v.rs) RunGemm<Type, 128, false, true>(c, seed);
+        if (n == 128 && v.b_mn && !v.rs) RunGemm<Type, 128, true, false>(c, seed);
+        if (n == 128 && v.b_mn && v.rs) RunGemm<Type, 128, true, true>(c, seed);
+        if (::testing::Test::HasFatalFailure()) return;
       }
     }
   }
 }
 
-TEST_F(HopperTest, WgmmaBf16) { RunGemmCases<Bf16>(); }
-TEST_F(HopperTest, WgmmaFp16) { RunGemmCases<F16>(); }
+class WgmmaTest : public HopperTest, public ::testing::WithParamInterface<GemmVariant> {};
+
+TEST_P(WgmmaTest, MatchesFloat64) {
+  if (GetParam().bf16) {
+    RunGemmVariant<Bf16>(GetParam());
+  } else {
+    RunGemmVariant<F16>(GetParam());
+  }
+}
+
+std::vector<GemmVariant> AllGemmVariants() {
+  std::vector<GemmVariant> out;
+  for (const bool bf16 : {true, false}) {
+    for (const bool rs : {false, true}) {
+      for (const bool b_mn : {false, true}) {
+        for (const bool swizzle : {true, false}) out.push_back({bf16, rs, b_mn, swizzle});
+      }
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Hopper, WgmmaTest, ::testing::ValuesIn(AllGemmVariants()),
+    [](const ::testing::TestParamInfo<GemmVariant>& info) {
+      const GemmVariant& v = info.param;
+      return std::string(v.bf16 ? "Bf16" : "Fp16") + (v.rs ? "_RS" : "_SS") +
+             (v.b_mn ? "_BMnMajor" : "_BKMajor") + (v.swizzle ? "_SW128" : "_NoSwizzle");
+    });
 
 // ---- warp-specialised pipeline ---------------------------------------------------------
 
@@ -723,7 +768,7 @@ __global__ void __launch_bounds__(384, 1)
       for (int s = 0; s < k_steps; ++s) {
         const int stage = s % kPipeStages;
         const uint32_t use = s / kPipeStages;
-        MbarrierWait(&empty[stage], (use & 1) ^ 1);  // use 0 passes at once
+        WaitOrTrap(&empty[stage], (use & 1) ^ 1);  // use 0 passes at once
         uint8_t* sa = smem + stage * kPipeStageBytes;
         uint8_t* sb = sa + kPipeABytes;
         MbarrierArriveExpectTx(&full[stage], kPipeStageBytes);
@@ -743,7 +788,7 @@ __global__ void __launch_bounds__(384, 1)
     for (int s = 0; s < k_steps; ++s) {
       const int stage = s % kPipeStages;
       const uint32_t use = s / kPipeStages;
-      MbarrierWait(&full[stage], use & 1);
+      WaitOrTrap(&full[stage], use & 1);
       const uint32_t sa = base + stage * kPipeStageBytes + c * 64 * 128;  // this WG's 64 rows
       const uint32_t sb = base + stage * kPipeStageBytes + kPipeABytes;
       WgmmaFenceOperands(acc);
