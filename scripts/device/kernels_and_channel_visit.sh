@@ -27,7 +27,7 @@ say() { echo "== $* ($(( $(date +%s) - t0 ))s)" | tee -a "$LOG"; }
 PARTS=${PARTS:-"primitives decode regions prefill channel"}
 part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
-  cat .bundle/COMMIT; } 2>&1 | tee -a "$LOG"
+  cat .bundle/COMMIT; echo "nsys: $(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems*/bin/nsys 2>/dev/null || echo none)"; } 2>&1 | tee -a "$LOG"
 
 if part primitives && [ -x "$B/hopper_primitives_test" ]; then
   say "hopper primitives"
