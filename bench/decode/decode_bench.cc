@@ -4,11 +4,9 @@
 // on), fp32, bf16, int8 and fp8 state (--states=...; int8 / fp8 pages carry
 // fp32 scales, counted in the bytes moved; stores round to nearest, the
 // server's default), every block-shape variant compiled for the state
-// dtype (fp32: small, wide, persistent; bf16, int8 / fp8: small, persistent;
-// every dtype: warp_slice, which kAuto does not pick yet), auto also with
-// programmatic dependent launch ("+pdl": each launch's prologue overlaps the
-// previous launch of the graph). A last table sets persistent against
-// warp_slice per state dtype and batch (% of copy and the speedup).
+// dtype (fp32: small, wide, persistent; bf16, int8 / fp8: small, persistent),
+// auto also with programmatic dependent launch ("+pdl": each launch's
+// prologue overlaps the previous launch of the graph).
 //
 // Method (shared/DEVICE.md): each timed unit is a CUDA graph of M decode
 // launches replayed after warm-up; time per call = median replay time / M.
@@ -209,7 +207,7 @@ absl::Status RunCase(const GdnOptions& options, int batch, double copy_gbps, cud
   const std::pair<cuda::RecurrentVariant, bool> kCases[] = {
       {cuda::RecurrentVariant::kAuto, false},  {cuda::RecurrentVariant::kAuto, true},
       {cuda::RecurrentVariant::kSmall, false}, {cuda::RecurrentVariant::kWide, false},
-      {cuda::RecurrentVariant::kPersistent, false}, {cuda::RecurrentVariant::kWarpSlice, false}};
+      {cuda::RecurrentVariant::kPersistent, false}};
   for (auto [variant, pdl] : kCases) {
     if (variant == cuda::RecurrentVariant::kWide && (bf16_state || quant_state)) {
       continue;  // compiled for fp32 states only (recurrent_instances.h)
@@ -400,24 +398,23 @@ int Main(int argc, char** argv) {
                commit.c_str());
   std::fprintf(md,
                "| Hv | state | batch | auto (variant) us | GB/s | %% copy | auto+pdl us | small us | "
-               "wide us | persistent us | warp_slice us |\n"
-               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+               "wide us | persistent us |\n"
+               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (size_t i = 0; i < records.size(); ++i) {
     const Record& r = records[i];
     if (r.variant != "auto") continue;
     auto time_of = [&](const char* variant) -> std::string {
-      for (size_t j = i; j < records.size() && j < i + 6; ++j) {
+      for (size_t j = i; j < records.size() && j < i + 5; ++j) {
         if (records[j].variant == variant && records[j].batch == r.batch) {
           return absl::StrFormat("%.2f", records[j].us_per_call);
         }
       }
       return "-";
     };
-    std::fprintf(md, "| %d | %s | %d | %.2f (%s) | %.0f | %.1f | %s | %s | %s | %s | %s |\n",
+    std::fprintf(md, "| %d | %s | %d | %.2f (%s) | %.0f | %.1f | %s | %s | %s | %s |\n",
                  r.hv, r.state.c_str(), r.batch, r.us_per_call, r.resolved.c_str(), r.gbps,
                  r.pct_copy, time_of("auto+pdl").c_str(), time_of("small").c_str(),
-                 time_of("wide").c_str(), time_of("persistent").c_str(),
-                 time_of("warp_slice").c_str());
+                 time_of("wide").c_str(), time_of("persistent").c_str());
   }
   // Issue 4's targets, from the records above: bf16 pages >= 85% of copy and
   // >= 1.8x the fp32 throughput (best variant of each, plain launches), and
@@ -464,35 +461,6 @@ int Main(int argc, char** argv) {
                    hv, batch, f->us_per_call, i8->us_per_call, i8->variant.c_str(), i8->pct_copy,
                    f->us_per_call / i8->us_per_call, f8->us_per_call, f8->variant.c_str(),
                    f8->pct_copy, f->us_per_call / f8->us_per_call);
-    }
-  }
-  // persistent against warp_slice (plain launches), and each state dtype's
-  // warp_slice throughput against the fp32 pages' (sequences per second).
-  auto find = [&](int hv, const std::string& state, int batch,
-                  const char* variant) -> const Record* {
-    for (const Record& r : records) {
-      if (r.hv == hv && r.state == state && r.batch == batch && r.variant == variant) return &r;
-    }
-    return nullptr;
-  };
-  std::fprintf(md,
-               "\n| Hv | state | batch | persistent us | persistent %% copy | warp_slice us | "
-               "warp_slice %% copy | warp_slice speedup | warp_slice vs fp32 warp_slice |\n"
-               "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
-  for (int hv : hvs) {
-    for (StateDType st : states) {
-      const std::string state(StateDTypeName(st));
-      for (int batch : batches) {
-        const Record* pe = find(hv, state, batch, "persistent");
-        const Record* ws = find(hv, state, batch, "warp_slice");
-        if (pe == nullptr || ws == nullptr) continue;
-        const Record* f32 = find(hv, "fp32", batch, "warp_slice");
-        const std::string vs_fp32 =
-            f32 == nullptr ? "-" : absl::StrFormat("%.2fx", f32->us_per_call / ws->us_per_call);
-        std::fprintf(md, "| %d | %s | %d | %.2f | %.1f | %.2f | %.1f | %.2fx | %s |\n", hv,
-                     state.c_str(), batch, pe->us_per_call, pe->pct_copy, ws->us_per_call,
-                     ws->pct_copy, pe->us_per_call / ws->us_per_call, vs_fp32.c_str());
-      }
     }
   }
   std::fclose(md);

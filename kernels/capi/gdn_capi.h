@@ -111,8 +111,7 @@ GDN_CAPI_EXPORT int gdn_chunked_prefill_tuned(const gdn_capi_config* config,
                                               int state_variant);
 /* Bytes of chunked-prefill workspace the library holds for `stream` (0: none). */
 GDN_CAPI_EXPORT int64_t gdn_prefill_workspace_bytes(void* stream);
-/* Decode with a forced variant (0 auto, 1 small, 3 wide: fp32 states only, 4 persistent,
- * 6 warp_slice: independent warps, never picked by auto yet),
+/* Decode with a forced variant (0 auto, 1 small, 3 wide: fp32 states only, 4 persistent),
  * for benchmarks and tuning; 2 (large) and 5 (deep) were removed in issue 22 and are refused
  * like any other code (3, InvalidArgument). OR-ing
  * GDN_DECODE_PDL launches with programmatic dependent launch: the kernel's

@@ -27,8 +27,7 @@ bool Aligned16(const void* ptr) {
 }
 
 // The variant's compiled shape for this state dtype (recurrent_instances.h);
-// kWide only where RecurrentVariantShapes<StateT>::kHasWide (fp32 pages);
-// kWarpSlice for every state dtype (its own instance list).
+// kWide only where RecurrentVariantShapes<StateT>::kHasWide (fp32 pages).
 template <typename InT, typename StateT, int kK, int kV>
 absl::Status DispatchVariant(const RecurrentParams& params, cudaStream_t stream,
                              RecurrentVariant variant) {
@@ -50,8 +49,6 @@ absl::Status DispatchVariant(const RecurrentParams& params, cudaStream_t stream,
             "recurrent kernel: variant wide is compiled for fp32 states only (small and "
             "persistent are compiled for every state dtype)");
       }
-    case RecurrentVariant::kWarpSlice:
-      return LaunchRecurrentWarpSlice<kK, kV, InT, StateT>(params, stream);
     case RecurrentVariant::kAuto:
       break;
   }
@@ -108,7 +105,6 @@ const char* RecurrentVariantName(RecurrentVariant variant) {
     case RecurrentVariant::kSmall: return "small";
     case RecurrentVariant::kWide: return "wide";
     case RecurrentVariant::kPersistent: return "persistent";
-    case RecurrentVariant::kWarpSlice: return "warp_slice";
   }
   return "unknown";
 }
@@ -119,7 +115,6 @@ bool IsRecurrentVariantCode(int code) {
     case RecurrentVariant::kSmall:
     case RecurrentVariant::kWide:
     case RecurrentVariant::kPersistent:
-    case RecurrentVariant::kWarpSlice:
       return true;
   }
   return false;

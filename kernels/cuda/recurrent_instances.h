@@ -36,13 +36,6 @@ template <int kK, int kV, int kVTile, int kThreads, int kMinBlocks, bool kPersis
           typename InT, typename StateT>
 absl::Status LaunchRecurrentShape(const RecurrentParams& params, cudaStream_t stream);
 
-// Launches the warp-slice instance (recurrent_warp_slice_kernel.cuh) for
-// these compile-time sizes: every (K, V) of head_dims.h; fp32 and bf16
-// states for every input dtype, int8 / fp8 for bf16 and fp32 inputs
-// (recurrent_instances_warp_slice*.cu).
-template <int kK, int kV, typename InT, typename StateT>
-absl::Status LaunchRecurrentWarpSlice(const RecurrentParams& params, cudaStream_t stream);
-
 // The block shapes of RecurrentVariant, as (V tile, threads, resident-block
 // hint) per state dtype. Only what ResolveRecurrentVariant picks for that
 // state dtype is compiled (kHasWide: the wide shape, fp32 pages only); the
@@ -57,18 +50,12 @@ struct RecurrentVariantShapes<float> {
   // the compiler's 80 registers allow.
   static constexpr int kWideTile = 64, kWideThreads = 256, kWideMinBlocks = 4;
   static constexpr int kPersistentTile = 32, kPersistentThreads = 128, kPersistentMinBlocks = 1;
-  // kWarpSlice (4 warps of 16-column slices per block): 64 KiB of stages
-  // per block at K = 128, so shared memory allows 3 blocks (12 warps).
-  static constexpr int kWarpSliceMinBlocks = 3;
 };
 template <>
 struct RecurrentVariantShapes<__nv_bfloat16> {
   static constexpr bool kHasWide = false;
   static constexpr int kSmallTile = 32, kSmallThreads = 128, kSmallMinBlocks = 1;
   static constexpr int kPersistentTile = 64, kPersistentThreads = 128, kPersistentMinBlocks = 1;
-  // kWarpSlice: 32 KiB of stages per block at K = 128; 3 blocks (12 warps,
-  // <= 168 registers: at 128, for a fourth block, ptxas spilled ~350 bytes).
-  static constexpr int kWarpSliceMinBlocks = 3;
 };
 
 // int8 / fp8: 8 columns per thread (recurrent_quant.cuh). The persistent
@@ -81,9 +68,6 @@ struct QuantVariantShapes {
   static constexpr bool kHasWide = false;
   static constexpr int kSmallTile = 32, kSmallThreads = 128, kSmallMinBlocks = 1;
   static constexpr int kPersistentTile = 64, kPersistentThreads = 128, kPersistentMinBlocks = 5;
-  // kWarpSlice: 16 KiB of stages per block at K = 128; 3 blocks (12 warps,
-  // <= 168 registers: at 128, for a fourth block, ptxas spilled ~330 bytes).
-  static constexpr int kWarpSliceMinBlocks = 3;
 };
 template <>
 struct RecurrentVariantShapes<QInt8> : QuantVariantShapes {};
@@ -113,13 +97,6 @@ struct RecurrentVariantShapes<QFp8> : QuantVariantShapes {};
   GDN_RECURRENT_SHAPE(X, InT, ::gdn::cuda::QInt8, Persistent, true) \
   GDN_RECURRENT_SHAPE(X, InT, ::gdn::cuda::QFp8, Small, false)      \
   GDN_RECURRENT_SHAPE(X, InT, ::gdn::cuda::QFp8, Persistent, true)
-
-// X(K, V, InT, StateT) for the warp-slice instances of one (input, state)
-// dtype pair, every (K, V).
-#define GDN_RECURRENT_WARP_SLICE(X, InT, StateT) GDN_FOR_EACH_HEAD_DIMS(X, InT, StateT)
-#define GDN_RECURRENT_WARP_SLICE_INSTANTIATE(K, V, InT, StateT)              \
-  template absl::Status LaunchRecurrentWarpSlice<K, V, InT, StateT>(const RecurrentParams&, \
-                                                                    cudaStream_t);
 
 // Used inside namespace gdn::cuda.
 #define GDN_RECURRENT_INSTANTIATE(K, V, VT, NT, MB, P, InT, StateT)              \

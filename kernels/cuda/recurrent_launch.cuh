@@ -1,8 +1,7 @@
 // The host launchers of the recurrent kernels (one block per item:
-// recurrent_kernel.cuh; persistent grid: recurrent_persistent_kernel.cuh;
-// persistent grid of independent warps: recurrent_warp_slice_kernel.cuh)
-// and LaunchRecurrentShape / LaunchRecurrentWarpSlice, compile-time sizes to
-// the launcher of one instance. Host code over device templates: included only by the instance
+// recurrent_kernel.cuh; persistent grid: recurrent_persistent_kernel.cuh)
+// and LaunchRecurrentShape, compile-time sizes to the launcher of one
+// instance. Host code over device templates: included only by the instance
 // files (recurrent_instances_<dtype>.cu), which compile it with nvcc.
 #ifndef GDN_KERNELS_CUDA_RECURRENT_LAUNCH_CUH_
 #define GDN_KERNELS_CUDA_RECURRENT_LAUNCH_CUH_
@@ -21,7 +20,6 @@
 #include "kernels/cuda/recurrent_params.h"
 #include "kernels/cuda/recurrent_persistent_kernel.cuh"
 #include "kernels/cuda/recurrent_shape.cuh"
-#include "kernels/cuda/recurrent_warp_slice_kernel.cuh"
 
 namespace gdn::cuda {
 
@@ -81,47 +79,6 @@ absl::Status LaunchRecurrentPersistentInstance(const RecurrentParams& params,
   return absl::OkStatus();
 }
 
-// Host launcher of one warp-slice instance: grid min(blocks for one unit per
-// warp, resident blocks x SMs), each warp striding over the units.
-template <typename Shape>
-absl::Status LaunchRecurrentWarpSliceInstance(const RecurrentParams& params,
-                                              cudaStream_t stream) {
-  const int64_t units = (int64_t)params.num_seqs * params.num_v_heads * Shape::kTilesPerHead;
-  if (units > 0x7fffffff) {
-    return absl::InvalidArgumentError(absl::StrCat("grid of ", units, " units is too large"));
-  }
-  constexpr size_t kDynamicSmem = Shape::kSmemBytes;
-  static int resident_blocks[64] = {};
-  static int sm_counts[64] = {};
-  int device = 0;
-  GDN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  if (device < 0 || device >= 64) return absl::InternalError("device index out of range");
-  if (resident_blocks[device] == 0) {
-    GDN_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(GdnRecurrentWarpSliceKernel<Shape>,
-                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                  static_cast<int>(kDynamicSmem)));
-    int blocks = 0;
-    GDN_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &blocks, GdnRecurrentWarpSliceKernel<Shape>, Shape::kThreads, kDynamicSmem));
-    GDN_CUDA_RETURN_IF_ERROR(
-        cudaDeviceGetAttribute(&sm_counts[device], cudaDevAttrMultiProcessorCount, device));
-    resident_blocks[device] = blocks > 0 ? blocks : 1;
-  }
-  const int64_t grid = std::min<int64_t>((units + Shape::kWarps - 1) / Shape::kWarps,
-                                         (int64_t)resident_blocks[device] * sm_counts[device]);
-  GDN_CUDA_RETURN_IF_ERROR(LaunchMaybePdl(GdnRecurrentWarpSliceKernel<Shape>,
-                                          static_cast<unsigned>(grid), Shape::kThreads,
-                                          kDynamicSmem, stream, params.pdl, params,
-                                          static_cast<int>(units)));
-  return absl::OkStatus();
-}
-
-template <int kK, int kV, typename InT, typename StateT>
-absl::Status LaunchRecurrentWarpSlice(const RecurrentParams& params, cudaStream_t stream) {
-  using Shape = WarpSliceShape<kK, kV, InT, StateT,
-                               RecurrentVariantShapes<StateT>::kWarpSliceMinBlocks>;
-  return LaunchRecurrentWarpSliceInstance<Shape>(params, stream);
-}
 
 template <int kK, int kV, int kVTile, int kThreads, int kMinBlocks, bool kPersistent,
           typename InT, typename StateT>

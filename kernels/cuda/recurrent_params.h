@@ -83,21 +83,14 @@ struct RecurrentParams {
 // 5 (deep: the persistent grid with a three-stage ring) were removed in
 // issue 22, never picked by kAuto and slower than it on every row of
 // bench/results/2026-11-29-decode-v2 and 2026-12-02-quantized-decode.
-// kWarpSlice (6; 5 stays retired so an old client's "deep" is refused, not
-// reinterpreted): a persistent grid of independent warps, each owning one
-// (sequence, value head, 16-column slice) at a time with all K rows, so the
-// reduction over K is in-warp shuffles: no block barrier, no shared-memory
-// reduction (recurrent_warp_slice_kernel.cuh). Compiled for every state
-// dtype; kAuto does not pick it until it has been measured.
 enum class RecurrentVariant : int {
   kAuto = 0,
   kSmall = 1,
   kWide = 3,
   kPersistent = 4,
-  kWarpSlice = 6,
 };
 
-// Whether `code` is a RecurrentVariant (0, 1, 3, 4 or 6).
+// Whether `code` is a RecurrentVariant (0, 1, 3 or 4).
 bool IsRecurrentVariantCode(int code);
 
 const char* RecurrentVariantName(RecurrentVariant variant);

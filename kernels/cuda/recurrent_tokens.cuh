@@ -31,69 +31,6 @@
 
 namespace gdn::cuda {
 
-// The factors of one token's q and k rows held by a warp (lane l: elements
-// [l * kPer, (l + 1) * kPer)): the normalised rows are q * q (scale, and
-// 1 / |q| with the L2 norm) and k * k (1 / |k| with the L2 norm), their dot
-// product kq * q * k, in that order. q and k are rescaled in place in the
-// rare overflow case below. Every kernel of the family stages its tokens
-// through this, so they see bitwise the same normalised rows; the caller
-// applies the factors (StageTokens as it stores them: returning the scaled
-// rows instead cost the wide fp32 instance 12 bytes more spill loads).
-struct QkFactors {
-  float q, k, kq;
-};
-
-template <int kPer>
-__device__ __forceinline__ QkFactors NormalizeQk(const RecurrentParams& p, float (&q)[kPer],
-                                                 float (&k)[kPer]) {
-  float qq = 0.0f, kk = 0.0f, kq = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    qq += q[i] * q[i];
-    kk += k[i] * k[i];
-    kq += k[i] * q[i];
-  }
-#pragma unroll
-  for (int offset = 16; offset >= 1; offset /= 2) {
-    qq += __shfl_xor_sync(0xffffffffu, qq, offset);
-    kk += __shfl_xor_sync(0xffffffffu, kk, offset);
-    kq += __shfl_xor_sync(0xffffffffu, kq, offset);
-  }
-  float q_factor = p.scale, k_factor = 1.0f;
-  if (p.l2_norm_qk) {
-    float q_eps = kL2NormEps, k_eps = kL2NormEps;
-    // Rare: a row with max|x| >= ~2^60 overflowed its sum of squares; it
-    // is rescaled by kL2NormRescale (gdn_types.h) and the sums redone. The
-    // butterfly leaves bitwise equal sums on every lane: a uniform branch.
-    if (!isfinite(qq) || !isfinite(kk)) {
-      const float cq = isfinite(qq) ? 1.0f : kL2NormRescale;
-      const float ck = isfinite(kk) ? 1.0f : kL2NormRescale;
-      if (cq != 1.0f) q_eps = 0.0f;  // 2^-200 below the rescaled sum
-      if (ck != 1.0f) k_eps = 0.0f;
-      qq = kk = kq = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kPer; ++i) {
-        q[i] *= cq;
-        k[i] *= ck;
-        qq += q[i] * q[i];
-        kk += k[i] * k[i];
-        kq += k[i] * q[i];
-      }
-#pragma unroll
-      for (int offset = 16; offset >= 1; offset /= 2) {
-        qq += __shfl_xor_sync(0xffffffffu, qq, offset);
-        kk += __shfl_xor_sync(0xffffffffu, kk, offset);
-        kq += __shfl_xor_sync(0xffffffffu, kq, offset);
-      }
-    }
-    const float rq = 1.0f / sqrtf(qq + q_eps);
-    const float rk = 1.0f / sqrtf(kk + k_eps);
-    q_factor *= rq;
-    k_factor = rk;
-  }
-  return {q_factor, k_factor, kq};
-}
-
 // Stages tokens [tok0, tok0 + n) of one (sequence, head) into shared memory:
 // warp w handles tokens w, w + kWarps, ...; the block's threads together
 // load the v tile. The caller synchronises afterwards.
@@ -124,14 +61,58 @@ __device__ __forceinline__ void StageTokens(const RecurrentParams& p,
         gate_beta = p.beta[gi];
       }
     }
-    const QkFactors f = NormalizeQk<kPer>(p, q, k);
+    float qq = 0.0f, kk = 0.0f, kq = 0.0f;
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
-      smem.q[t][lane * kPer + i] = q[i] * f.q;
-      smem.k[t][lane * kPer + i] = k[i] * f.k;
+      qq += q[i] * q[i];
+      kk += k[i] * k[i];
+      kq += k[i] * q[i];
+    }
+#pragma unroll
+    for (int offset = 16; offset >= 1; offset /= 2) {
+      qq += __shfl_xor_sync(0xffffffffu, qq, offset);
+      kk += __shfl_xor_sync(0xffffffffu, kk, offset);
+      kq += __shfl_xor_sync(0xffffffffu, kq, offset);
+    }
+    float q_factor = p.scale, k_factor = 1.0f;
+    if (p.l2_norm_qk) {
+      float q_eps = kL2NormEps, k_eps = kL2NormEps;
+      // Rare: a row with max|x| >= ~2^60 overflowed its sum of squares; it
+      // is rescaled by kL2NormRescale (gdn_types.h) and the sums redone. The
+      // butterfly leaves bitwise equal sums on every lane: a uniform branch.
+      if (!isfinite(qq) || !isfinite(kk)) {
+        const float cq = isfinite(qq) ? 1.0f : kL2NormRescale;
+        const float ck = isfinite(kk) ? 1.0f : kL2NormRescale;
+        if (cq != 1.0f) q_eps = 0.0f;  // 2^-200 below the rescaled sum
+        if (ck != 1.0f) k_eps = 0.0f;
+        qq = kk = kq = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) {
+          q[i] *= cq;
+          k[i] *= ck;
+          qq += q[i] * q[i];
+          kk += k[i] * k[i];
+          kq += k[i] * q[i];
+        }
+#pragma unroll
+        for (int offset = 16; offset >= 1; offset /= 2) {
+          qq += __shfl_xor_sync(0xffffffffu, qq, offset);
+          kk += __shfl_xor_sync(0xffffffffu, kk, offset);
+          kq += __shfl_xor_sync(0xffffffffu, kq, offset);
+        }
+      }
+      const float rq = 1.0f / sqrtf(qq + q_eps);
+      const float rk = 1.0f / sqrtf(kk + k_eps);
+      q_factor *= rq;
+      k_factor = rk;
+    }
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      smem.q[t][lane * kPer + i] = q[i] * q_factor;
+      smem.k[t][lane * kPer + i] = k[i] * k_factor;
     }
     if (lane == 0) {
-      smem.kq[t] = f.kq * f.q * f.k;
+      smem.kq[t] = kq * q_factor * k_factor;
       smem.decay[t] = expf(gate_g);
       smem.beta[t] = gate_beta;
     }

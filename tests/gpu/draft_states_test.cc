@@ -49,7 +49,7 @@ TEST_F(CudaBackendTest, DraftStatesEveryVariant) {
   ASSERT_NE(cuda, nullptr);
   for (StateDType st : {StateDType::kF32, StateDType::kBF16}) {
     for (auto variant : {cuda::RecurrentVariant::kSmall, cuda::RecurrentVariant::kWide,
-                         cuda::RecurrentVariant::kPersistent, cuda::RecurrentVariant::kWarpSlice}) {
+                         cuda::RecurrentVariant::kPersistent}) {
       // kWide is compiled for fp32 states only (UncompiledVariantsAreInvalidArgument).
       if (variant == cuda::RecurrentVariant::kWide && st != StateDType::kF32) continue;
       for (bool pdl : {false, true}) {

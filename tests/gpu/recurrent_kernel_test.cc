@@ -118,8 +118,8 @@ TEST_F(RecurrentKernelTest, WideIsCompiledForFp32StatesOnly) {
       cuda::LaunchRecurrent(options, cuda::MakeRecurrentParams(options, (*call)->params()),
                             cuda->stream(), cuda::RecurrentVariant::kWide);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
-  for (int code : {2, 5, 7, -1}) EXPECT_FALSE(cuda::IsRecurrentVariantCode(code)) << code;
-  for (int code : {0, 1, 3, 4, 6}) EXPECT_TRUE(cuda::IsRecurrentVariantCode(code)) << code;
+  for (int code : {2, 5, 6, -1}) EXPECT_FALSE(cuda::IsRecurrentVariantCode(code)) << code;
+  for (int code : {0, 1, 3, 4}) EXPECT_TRUE(cuda::IsRecurrentVariantCode(code)) << code;
 }
 
 // Each block-shape variant forced (with and without programmatic dependent
@@ -130,7 +130,7 @@ TEST_F(RecurrentKernelTest, EveryVariantMatchesOracle) {
   ASSERT_NE(cuda, nullptr);
   for (StateDType st : {StateDType::kF32, StateDType::kBF16}) {
     for (auto variant : {cuda::RecurrentVariant::kSmall, cuda::RecurrentVariant::kWide,
-                         cuda::RecurrentVariant::kPersistent, cuda::RecurrentVariant::kWarpSlice}) {
+                         cuda::RecurrentVariant::kPersistent}) {
       // kWide is compiled for fp32 states only (UncompiledVariantsAreInvalidArgument).
       if (variant == cuda::RecurrentVariant::kWide && st != StateDType::kF32) continue;
      for (bool pdl : {false, true}) {
@@ -164,90 +164,6 @@ TEST_F(RecurrentKernelTest, EveryVariantMatchesOracle) {
       }
      }
     }
-  }
-}
-
-// kWarpSlice forced (kAuto never picks it yet) over what the backend routes
-// through the other variants: every (K, V, input dtype, state dtype), both
-// gatings, L2 norm on / off, zero-state sequences, mixed 1..8 tokens, with
-// and without PDL; then recurrent prefill lengths with prefix states every
-// 64 tokens (the kernel loads every token straight from global memory, so
-// any length runs).
-TEST_F(RecurrentKernelTest, WarpSliceMatchesOracleEverywhere) {
-  auto* cuda = dynamic_cast<cuda::CudaBackend*>(backend_.get());
-  ASSERT_NE(cuda, nullptr);
-  const uint64_t seed = FreshSeed();
-  SCOPED_TRACE(absl::StrCat("seed ", seed));
-  std::mt19937_64 rng(seed);
-  auto run = [&](const GdnOptions& options, const oracle::Inputs& inputs, int32_t interval,
-                 bool pdl) -> absl::StatusOr<testing::BackendOutputs> {
-    auto call = testing::StagedCall::Create(*backend_, options, inputs, interval);
-    if (!call.ok()) return call.status();
-    if (absl::Status s = cuda::LaunchRecurrent(
-            options, cuda::MakeRecurrentParams(options, (*call)->params()), cuda->stream(),
-            cuda::RecurrentVariant::kWarpSlice, pdl);
-        !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = backend_->Synchronize(); !s.ok()) return s;
-    return (*call)->Fetch();
-  };
-  int cases = 0;
-  for (int k : {64, 128}) {
-    for (int v : {64, 128}) {
-      for (DType in : {DType::kF32, DType::kBF16, DType::kF16}) {
-        for (StateDType st : {StateDType::kF32, StateDType::kBF16}) {
-          const GatingMode gm = cases % 2 == 0 ? GatingMode::kFused : GatingMode::kDirect;
-          const GdnOptions options = MakeOptions(2, 2 << (cases % 3), k, v, in, st, gm,
-                                                 cases % 4 != 3);
-          SCOPED_TRACE(absl::StrCat("case ", cases, " ", DescribeOptions(options)));
-          oracle::Inputs inputs =
-              testing::MakeRandomInputs(options, RandomLengths(rng, 9, kMaxDecodeTokens), rng(),
-                                        true);
-          inputs.initial_states[1].clear();  // a zero-state sequence
-          absl::StatusOr<testing::BackendOutputs> got = run(options, inputs, 0, cases % 5 == 0);
-          ASSERT_TRUE(got.ok()) << got.status();
-          const oracle::Outputs want = oracle::Run(options, inputs);
-          const auto o_err = testing::Compare(got->o.data(), want.o.data(), want.o.size());
-          EXPECT_EQ(o_err.nonfinite, 0);
-          EXPECT_LE(o_err.max_abs_rel, OutputTolerance(options)) << testing::ToString(o_err);
-          for (size_t i = 0; i < want.final_states.size(); ++i) {
-            const auto s_err = testing::Compare(got->final_states[i].data(),
-                                                want.final_states[i].data(),
-                                                want.final_states[i].size());
-            EXPECT_LE(s_err.max_abs_rel, StateTolerance(options))
-                << "state " << i << " " << testing::ToString(s_err);
-          }
-          ++cases;
-        }
-      }
-    }
-  }
-  for (StateDType st : {StateDType::kF32, StateDType::kBF16}) {
-    const GdnOptions options = MakeOptions(2, 4, 128, 64, DType::kBF16, st, GatingMode::kFused,
-                                           true);
-    SCOPED_TRACE(absl::StrCat("prefill lengths, prefix states ", DescribeOptions(options)));
-    const oracle::Inputs inputs =
-        testing::MakeRandomInputs(options, {1, 63, 64, 65, 300}, rng(), true);
-    absl::StatusOr<testing::BackendOutputs> got = run(options, inputs, 64, false);
-    ASSERT_TRUE(got.ok()) << got.status();
-    const oracle::Outputs want = oracle::Run(options, inputs);
-    const auto o_err = testing::Compare(got->o.data(), want.o.data(), want.o.size());
-    EXPECT_EQ(o_err.nonfinite, 0);
-    EXPECT_LE(o_err.max_abs_rel, OutputTolerance(options)) << testing::ToString(o_err);
-    for (size_t i = 0; i < want.final_states.size(); ++i) {
-      const auto s_err = testing::Compare(got->final_states[i].data(),
-                                          want.final_states[i].data(),
-                                          want.final_states[i].size());
-      EXPECT_LE(s_err.max_abs_rel, StateTolerance(options))
-          << "state " << i << " " << testing::ToString(s_err);
-    }
-    EXPECT_EQ(got->checkpoint_states[4].size(), static_cast<size_t>(299 / 64));
-    absl::StatusOr<testing::ErrorStats> e = testing::CompareCheckpointStates(
-        got->checkpoint_states, testing::OracleCheckpointStates(options, inputs, 64));
-    ASSERT_TRUE(e.ok()) << e.status();
-    EXPECT_EQ(e->nonfinite, 0);
-    EXPECT_LE(e->max_abs_rel, StateTolerance(options)) << testing::ToString(*e);
   }
 }
 
@@ -370,8 +286,7 @@ TEST_F(RecurrentKernelTest, HugeAndTinyQkRowsUnderTheL2Norm) {
       // Every block-shape variant stages tokens the same way: each forced.
       const oracle::Outputs want = oracle::Run(options, decode);
       for (auto variant : {cuda::RecurrentVariant::kSmall, cuda::RecurrentVariant::kWide,
-                           cuda::RecurrentVariant::kPersistent,
-                           cuda::RecurrentVariant::kWarpSlice}) {
+                           cuda::RecurrentVariant::kPersistent}) {
         if (variant == cuda::RecurrentVariant::kWide && options.state_dtype != StateDType::kF32) {
           continue;  // compiled for fp32 states only
         }
@@ -536,52 +451,38 @@ TEST_F(RecurrentKernelTest, ThousandStepDecodeChainStaysBounded) {
 
 // Pages that are no sequence's final page come back byte-identical; bad
 // page ids write nothing and turn that sequence's o into NaN.
-// Through the backend's Decode and with kWarpSlice forced.
 TEST_F(RecurrentKernelTest, WritesOnlyFinalPagesAndFlagsBadPageIds) {
-  auto* cuda = dynamic_cast<cuda::CudaBackend*>(backend_.get());
-  ASSERT_NE(cuda, nullptr);
-  for (bool warp_slice : {false, true}) {
-    SCOPED_TRACE(warp_slice ? "warp_slice" : "backend's variant");
-    const GdnOptions options = MakeOptions(2, 4, 64, 128, DType::kBF16, StateDType::kF32,
-                                           GatingMode::kDirect, true);
-    const oracle::Inputs inputs =
-        testing::MakeRandomInputs(options, {2, 1, 4}, FreshSeed(), true);
-    auto call = testing::StagedCall::Create(*backend_, options, inputs);
-    ASSERT_TRUE(call.ok()) << call.status();
-    std::vector<int32_t> initial = (*call)->initial_pages(), final_pages = (*call)->final_pages();
-    final_pages[1] = 1 << 20;  // out of the pool
-    ASSERT_TRUE((*call)->SetPages(initial, final_pages).ok());
-    if (warp_slice) {
-      ASSERT_TRUE(cuda::LaunchRecurrent(options,
-                                        cuda::MakeRecurrentParams(options, (*call)->params()),
-                                        cuda->stream(), cuda::RecurrentVariant::kWarpSlice)
-                      .ok());
-      ASSERT_TRUE(backend_->Synchronize().ok());
-    } else {
-      ASSERT_TRUE((*call)->Run(EntryPoint::kDecode).ok());
+  const GdnOptions options = MakeOptions(2, 4, 64, 128, DType::kBF16, StateDType::kF32,
+                                         GatingMode::kDirect, true);
+  const oracle::Inputs inputs =
+      testing::MakeRandomInputs(options, {2, 1, 4}, FreshSeed(), true);
+  auto call = testing::StagedCall::Create(*backend_, options, inputs);
+  ASSERT_TRUE(call.ok()) << call.status();
+  std::vector<int32_t> initial = (*call)->initial_pages(), final_pages = (*call)->final_pages();
+  final_pages[1] = 1 << 20;  // out of the pool
+  ASSERT_TRUE((*call)->SetPages(initial, final_pages).ok());
+  ASSERT_TRUE((*call)->Run(EntryPoint::kDecode).ok());
+  auto pool = (*call)->PoolBytes();
+  ASSERT_TRUE(pool.ok());
+  const auto& before = (*call)->staged_pool_bytes();
+  const size_t page = (*call)->params().pool.page_bytes;
+  ASSERT_EQ(pool->size(), before.size());
+  for (size_t p = 0; p * page < before.size(); ++p) {
+    if (static_cast<int32_t>(p) == final_pages[0] || static_cast<int32_t>(p) == final_pages[2]) {
+      continue;
     }
-    auto pool = (*call)->PoolBytes();
-    ASSERT_TRUE(pool.ok());
-    const auto& before = (*call)->staged_pool_bytes();
-    const size_t page = (*call)->params().pool.page_bytes;
-    ASSERT_EQ(pool->size(), before.size());
-    for (size_t p = 0; p * page < before.size(); ++p) {
-      if (static_cast<int32_t>(p) == final_pages[0] || static_cast<int32_t>(p) == final_pages[2]) {
-        continue;
-      }
-      EXPECT_EQ(std::memcmp(pool->data() + p * page, before.data() + p * page, page), 0)
-          << "page " << p << " changed";
-    }
-    // o straight from the device (Fetch would read the bad final page).
-    const size_t vv = options.shape.num_v_heads * options.shape.head_dim_v;
-    std::vector<uint16_t> o_bits(inputs.total_tokens() * vv);
-    ASSERT_TRUE(backend_->CopyToHost(o_bits.data(), (*call)->params().o, o_bits.size() * 2).ok());
-    ASSERT_TRUE(backend_->Synchronize().ok());
-    // Tokens 0-1: sequence 0, token 2: sequence 1 (bad page), 3-6: sequence 2.
-    for (size_t i = 0; i < o_bits.size(); ++i) {
-      const bool bad = i >= 2 * vv && i < 3 * vv;
-      EXPECT_EQ(std::isnan(Bf16ToFloat(o_bits[i])), bad) << "o element " << i;
-    }
+    EXPECT_EQ(std::memcmp(pool->data() + p * page, before.data() + p * page, page), 0)
+        << "page " << p << " changed";
+  }
+  // o straight from the device (Fetch would read the bad final page).
+  const size_t vv = options.shape.num_v_heads * options.shape.head_dim_v;
+  std::vector<uint16_t> o_bits(inputs.total_tokens() * vv);
+  ASSERT_TRUE(backend_->CopyToHost(o_bits.data(), (*call)->params().o, o_bits.size() * 2).ok());
+  ASSERT_TRUE(backend_->Synchronize().ok());
+  // Tokens 0-1: sequence 0, token 2: sequence 1 (bad page), 3-6: sequence 2.
+  for (size_t i = 0; i < o_bits.size(); ++i) {
+    const bool bad = i >= 2 * vv && i < 3 * vv;
+    EXPECT_EQ(std::isnan(Bf16ToFloat(o_bits[i])), bad) << "o element " << i;
   }
 }
 
