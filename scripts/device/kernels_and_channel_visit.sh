@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # One device visit for new kernels and the same-host channel (issues 18, 19,
 # 22), every part optional by what the bundle holds, cheapest and most
-# informative first; each result goes to $OUT as soon as it exists:
+# informative first; each part prints into $OUT/visit.log as it goes:
 #  1. hopper_primitives_visit.sh (TMA, mbarrier, wgmma against the CPU),
 #     when hopper_primitives_test is bundled;
-#  2. warp_slice_visit.sh (decode kernels: decode_bench, tests, sanitizer),
-#     when decode_bench and recurrent_kernel_test are bundled;
+#  2. tprep_visit.sh (the v8 prefill's T'' / P preparation against float64),
+#     when tprep_test is bundled;
 #  3. cuda_regions_test (CheckValues), when bundled;
 #  4. prefill_state_bench: the long rows by state dtype (issue 19's
 #     prefill within 5% of fp32), when bundled (PREFILL_ROWS);
 #  5. bench/regions/run.sh, the CUDA IPC channel arm only, ROUNDS times
 #     (issue 18's decode 1 / 32 / 256 x 1 and prefill 1 x 4096), when
-#     gdn-server and gdn-bench are bundled.
-# PARTS="primitives decode regions prefill channel" (default: all).
+#     gdn-server and gdn-bench are bundled;
+#  6. channel_visit.sh's d256 step: decode 256 x 1 through the channel split
+#     by the server's own metrics (queue, kernel), fp32 and no-compute.
+# PARTS="primitives tprep regions prefill channel d256" (default: all).
+# The device returns at most 8 files: visit.log (everything the parts print)
+# and parts.tgz (their own files).
 #   here:   BUILD=build-cuda bash scripts/device/bundle.sh <targets>
 #   device: run carry [".bundle"] command "bash scripts/device/kernels_and_channel_visit.sh"
 set -u
@@ -20,25 +24,25 @@ cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-/tmp/gdn_out}
 mkdir -p "$OUT"
 LOG=$OUT/visit.log
+PARTS_DIR=/tmp/visit_parts  # the parts' own files, packed into $OUT/parts.tgz
+rm -rf "$PARTS_DIR" && mkdir -p "$PARTS_DIR"
 t0=$(date +%s)
 say() { echo "== $* ($(( $(date +%s) - t0 ))s)" | tee -a "$LOG"; }
 # shellcheck disable=SC1091  # sourced from the repository root
 . scripts/device/unpack_bundle.sh  # BUNDLE, B, LD_LIBRARY_PATH
-PARTS=${PARTS:-"primitives decode regions prefill channel"}
+PARTS=${PARTS:-"primitives tprep regions prefill channel d256"}
 part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
   cat .bundle/COMMIT; echo "nsys: $(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems*/bin/nsys 2>/dev/null || echo none)"; } 2>&1 | tee -a "$LOG"
 
 if part primitives && [ -x "$B/hopper_primitives_test" ]; then
   say "hopper primitives"
-  mkdir -p "$OUT/primitives"
-  OUT=$OUT/primitives bash scripts/device/hopper_primitives_visit.sh >> "$LOG" 2>&1
+  OUT=$PARTS_DIR/primitives bash scripts/device/hopper_primitives_visit.sh >> "$LOG" 2>&1
 fi
 
-if part decode && [ -x "$B/decode_bench" ] && [ -x "$B/recurrent_kernel_test" ]; then
-  say "decode kernels"
-  mkdir -p "$OUT/decode"
-  OUT=$OUT/decode bash scripts/device/warp_slice_visit.sh >> "$LOG" 2>&1
+if part tprep && [ -x "$B/tprep_test" ]; then
+  say "tprep"
+  OUT=$PARTS_DIR/tprep bash scripts/device/tprep_visit.sh >> "$LOG" 2>&1
 fi
 
 if part regions && [ -x "$B/cuda_regions_test" ]; then
@@ -52,9 +56,9 @@ fi
 if part prefill && [ -x "$B/prefill_state_bench" ]; then
   say "prefill_state_bench"
   timeout 240 "$B/prefill_state_bench" --rows="${PREFILL_ROWS:-16/32/4/8192,16/32/1/32768}" \
-    --calls=10 --md="$OUT/prefill_state.md" > "$OUT/prefill_state.log" 2>&1
+    --calls=10 --md="$PARTS_DIR/prefill_state.md" > "$PARTS_DIR/prefill_state.log" 2>&1
   echo "rc $?" | tee -a "$LOG"
-  cat "$OUT/prefill_state.md" 2>/dev/null | tee -a "$LOG"
+  cat "$PARTS_DIR/prefill_state.md" 2>/dev/null | tee -a "$LOG"
 fi
 
 if part channel && [ -x "$B/gdn-server" ] && [ -x "$B/gdn-bench" ]; then
@@ -62,8 +66,13 @@ if part channel && [ -x "$B/gdn-server" ] && [ -x "$B/gdn-bench" ]; then
     say "regions: cuda_ipc_channel, round $round"
     BIN=$B BACKEND=cuda ARMS="cuda_ipc_channel" ARMS_SET=1 ARM_S=${ARM_S:-2} \
       SHAPES=${SHAPES:-"decode1 decode32 decode256 prefill4096"} \
-      bash bench/regions/run.sh "$OUT/channel_$round" >> "$LOG" 2>&1
-    grep -E "^\| (decode|prefill)" "$OUT/channel_$round/results.md" 2>/dev/null | tee -a "$LOG"
+      bash bench/regions/run.sh "$PARTS_DIR/channel_$round" >> "$LOG" 2>&1
   done
 fi
+if part d256 && [ -x "$B/gdn-server" ] && [ -x "$B/gdn-bench" ]; then
+  say "d256 split"
+  STEPS=d256 D256_ARMS=${D256_ARMS:-"fp32 no_compute"} PERF_D256=0 OUT=$PARTS_DIR/d256 \
+    bash scripts/device/channel_visit.sh >> "$LOG" 2>&1
+fi
+tar -czf "$OUT/parts.tgz" -C "$PARTS_DIR" .
 say "done"
