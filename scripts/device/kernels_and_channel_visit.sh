@@ -13,8 +13,11 @@
 #     (issue 18's decode 1 / 32 / 256 x 1 and prefill 1 x 4096), when
 #     gdn-server and gdn-bench are bundled;
 #  6. channel_visit.sh's d256 step: decode 256 x 1 through the channel split
-#     by the server's own metrics (queue, kernel), fp32 and no-compute.
-# PARTS="primitives tprep regions prefill channel d256" (default: all).
+#     by the server's own metrics (queue, kernel), fp32 and no-compute;
+#  7. bench/request_path/run.sh, decode 1 / 32 x 1 over TCP (issue 16's
+#     engine overhead: no-compute ÷ the same run's protobuf echo), when
+#     gdn-echo and gdn-min-client are bundled too.
+# PARTS="primitives tprep regions prefill channel d256 engine" (default: all).
 # The device returns at most 8 files: visit.log (everything the parts print)
 # and parts.tgz (their own files).
 #   here:   BUILD=build-cuda bash scripts/device/bundle.sh <targets>
@@ -30,7 +33,7 @@ t0=$(date +%s)
 say() { echo "== $* ($(( $(date +%s) - t0 ))s)" | tee -a "$LOG"; }
 # shellcheck disable=SC1091  # sourced from the repository root
 . scripts/device/unpack_bundle.sh  # BUNDLE, B, LD_LIBRARY_PATH
-PARTS=${PARTS:-"primitives tprep regions prefill channel d256"}
+PARTS=${PARTS:-"primitives tprep regions prefill channel d256 engine"}
 part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
   cat .bundle/COMMIT; echo "nsys: $(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems*/bin/nsys 2>/dev/null || echo none)"; } 2>&1 | tee -a "$LOG"
@@ -58,7 +61,7 @@ if part prefill && [ -x "$B/prefill_state_bench" ]; then
   timeout 240 "$B/prefill_state_bench" --rows="${PREFILL_ROWS:-16/32/4/8192,16/32/1/32768}" \
     --calls=10 --md="$PARTS_DIR/prefill_state.md" > "$PARTS_DIR/prefill_state.log" 2>&1
   echo "rc $?" | tee -a "$LOG"
-  cat "$PARTS_DIR/prefill_state.md" 2>/dev/null | tee -a "$LOG"
+  tee -a "$LOG" < "$PARTS_DIR/prefill_state.md" 2>/dev/null
 fi
 
 if part channel && [ -x "$B/gdn-server" ] && [ -x "$B/gdn-bench" ]; then
@@ -73,6 +76,12 @@ if part d256 && [ -x "$B/gdn-server" ] && [ -x "$B/gdn-bench" ]; then
   say "d256 split"
   STEPS=d256 D256_ARMS=${D256_ARMS:-"fp32 no_compute"} PERF_D256=0 OUT=$PARTS_DIR/d256 \
     bash scripts/device/channel_visit.sh >> "$LOG" 2>&1
+fi
+if part engine && [ -x "$B/gdn-echo" ] && [ -x "$B/gdn-min-client" ]; then
+  say "request path: engine overhead"
+  BIN=$B BACKEND=cuda SHAPES="decode1 decode32" TRANSPORTS=tcp ARM_S=2 BEFORE=0 CLIENT_COST=0 \
+    timeout 200 bash bench/request_path/run.sh "$PARTS_DIR/request_path" >> "$LOG" 2>&1
+  grep -E "^\| decode|overhead" "$PARTS_DIR/request_path/results.md" 2>/dev/null | tee -a "$LOG"
 fi
 tar -czf "$OUT/parts.tgz" -C "$PARTS_DIR" .
 say "done"
