@@ -9,47 +9,13 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/chunked/chunk_args.h"
+#include "kernels/cuda/chunked/chunk_table.cuh"
 #include "kernels/cuda/chunked/launch.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace gdn::cuda {
 namespace chunked {
 namespace {
-
-constexpr int kTableThreads = 1024;
-
-__device__ __forceinline__ int ChunksOf(const int32_t* cu_seqlens, int s) {
-  return (cu_seqlens[s + 1] - cu_seqlens[s] + kChunk - 1) / kChunk;
-}
-
-// table[0..N]: first global chunk of each sequence; table[N + 1 + c]: the
-// sequence of chunk c. Each thread owns a contiguous run of sequences; one
-// block-wide scan of the per-thread chunk counts.
-__global__ void __launch_bounds__(kTableThreads)
-    ChunkTableKernel(const int32_t* cu_seqlens, int num_seqs, int32_t* table) {
-  __shared__ int32_t scan[kTableThreads];
-  const int tid = threadIdx.x;
-  const int per = (num_seqs + kTableThreads - 1) / kTableThreads;
-  const int s0 = min(num_seqs, tid * per), s1 = min(num_seqs, s0 + per);
-  int local = 0;
-  for (int s = s0; s < s1; ++s) local += ChunksOf(cu_seqlens, s);
-  scan[tid] = local;
-  __syncthreads();
-  for (int off = 1; off < kTableThreads; off <<= 1) {
-    const int y = tid >= off ? scan[tid - off] : 0;
-    __syncthreads();
-    scan[tid] += y;
-    __syncthreads();
-  }
-  int run = scan[tid] - local;  // chunks before this thread's sequences
-  for (int s = s0; s < s1; ++s) {
-    const int count = ChunksOf(cu_seqlens, s);
-    table[s] = run;
-    for (int c = 0; c < count; ++c) table[num_seqs + 1 + run + c] = s;
-    run += count;
-  }
-  if (tid == kTableThreads - 1) table[num_seqs] = scan[tid];
-}
 
 size_t Align256(size_t bytes) { return (bytes + 255) & ~static_cast<size_t>(255); }
 
@@ -98,7 +64,7 @@ int MultiprocessorCount() {
 }
 
 cudaError_t LaunchChunkTable(const ChunkArgs& args, cudaStream_t stream) {
-  ChunkTableKernel<<<1, kTableThreads, 0, stream>>>(
+  ChunkTableKernel<kTableThreads><<<1, kTableThreads, 0, stream>>>(
       args.cu_seqlens, args.num_seqs, const_cast<int32_t*>(args.chunk_table));
   return cudaGetLastError();
 }

@@ -10,5 +10,6 @@ mkdir -p "$dest"
 for f in "$@"; do
   ldd "$f" | awk '/=> \// {print $3}'
 done | sort -u \
-  | grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda)\.so' \
-  | grep -v '/libgdn_' | while read -r lib; do cp -L "$lib" "$dest/"; done
+  | { grep -Ev '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda)\.so' || true; } \
+  | { grep -v '/libgdn_' || true; } | while read -r lib; do cp -L "$lib" "$dest/"; done
+# (|| true: a binary that needs none of them, e.g. tprep_test, is no error.)

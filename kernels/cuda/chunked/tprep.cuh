@@ -1,0 +1,400 @@
+// TPrep (v8 chunked prefill, bench/prefill/HOPPER_DESIGN.md §4.7 step 2,
+// §5 step 1): v7's kernel 1 (chunk_prep_blocked.cuh) cut down to steps 0-2,
+// storing what the fused kernel's form P reads (tprep_args.h): T'' = T
+// diag(beta) in two Op parts, P, G, exp(G), exp(G_last - G), exp(G_last), rq,
+// rk. No v, no W / U / qg / kdt.
+//
+// One block of 8 warps per (global chunk, q/k head), looping over the
+// G = Hv / Hqk value heads of that q/k head (kk = k k^T and qk = q k^T are
+// per q/k head and stay in registers across the value heads):
+//   phase 1  raw q, k -> qb, kb (Op, exact for bf16 / fp16 inputs; a row
+//            whose sum of squares overflows is kept times kL2NormRescale),
+//            inverse norms rq, rk (-> workspace, 0 for padding);
+//            kk, qk on tensor cores (ldmatrix + mma.sync), normalised in fp32.
+//   per value head h:
+//   step 0   gating (direct g, beta, or fused Qwen3-Next: g = -exp(A_log)
+//            softplus(a + dt_bias), beta = sigmoid(b); padding g = beta = 0),
+//            prefix sum G (warp 0) -> g_cum, eg, ed, decay;
+//   step 1   A = strictly_lower(beta_i Gamma_ij kk_ij) (fp32, shared) and
+//            P = scale Gamma_ij qk_ij, j <= i (Op, staged);
+//   step 2   T = (I + A)^-1 by blocks, as v7: the four 16 x 16 diagonal blocks
+//            by forward substitution (warps 0-1) while warps 2-7 copy P out,
+//            then two merges 16 -> 32 -> 64 as split-bf16 tensor-core
+//            products (SplitMmaBlock, split_products.cuh);
+//   step 3   T'' = T diag(beta) in fp32, split into Op hi + lo -> t_hi, t_lo.
+// The arithmetic of phase 1 and steps 0-2 is v7's, in the same order (the
+// code is a copy: v7's kernel is one function; sharing it would move v7's
+// code, and its cubin was not to change). The only differences: no gate
+// prefetch one head ahead, eg / ed / rq / rk are written with 0 for padding
+// tokens, and T is stored as T diag(beta) in two parts instead of applied.
+#ifndef GDN_KERNELS_CUDA_CHUNKED_TPREP_CUH_
+#define GDN_KERNELS_CUDA_CHUNKED_TPREP_CUH_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/chunked/chunk_args.h"
+#include "kernels/cuda/chunked/mma_16bit.cuh"
+#include "kernels/cuda/chunked/split_products.cuh"
+#include "kernels/cuda/chunked/tprep_args.h"
+#include "kernels/cuda/common/vector_access.cuh"
+#include "kernels/gating.h"
+#include "kernels/gdn_types.h"
+
+namespace gdn::cuda::chunked {
+
+// Threads of one TPrep block: 8 warps.
+inline constexpr int kTPrepThreads = 256;
+
+// Shared memory of TPrepKernel<K, In>, in bytes:
+//   kb, qb [64][K+8] Op     raw k, q of the chunk (padding rows zero)
+//   Af, Tf [64][72]  fp32   A; T (its strictly upper blocks are scratch)
+//   stage  [64][72]  Op     P's staging
+//   rk, rq, G, beta: 4 x [64] fp32
+// K = 128: 82,432 bytes (two blocks per SM); K = 64: 64,000 bytes.
+template <int K>
+struct TPrepSmem {
+  static constexpr int kStrideK = K + 8;
+  static constexpr int kStrideF = 72;  // as v7: float2 fragment reads in distinct banks
+  static constexpr int kStrideP = 72;
+  static constexpr int kKb = 64 * kStrideK * 2;
+  static constexpr int kF = 64 * kStrideF * 4;
+  static constexpr int kStage = 64 * kStrideP * 2;
+  static constexpr int kBytes = 2 * kKb + 2 * kF + kStage + 4 * 64 * 4;
+};
+
+// Copies a [64][64] tile of 16-bit elements from shared memory (row stride
+// `stride`) to contiguous global memory with 16-byte accesses, threads
+// [first, first + count) of the block sharing the pieces.
+template <typename T>
+__device__ __forceinline__ void CopyTile64ToGlobal(const T* src, int stride, T* dst, int first,
+                                                   int count) {
+  for (int p = threadIdx.x - first; p < 64 * 8; p += count) {
+    const int r = p >> 3, c = (p & 7) * 8;
+    *reinterpret_cast<uint4*>(dst + r * 64 + c) =
+        *reinterpret_cast<const uint4*>(src + r * stride + c);
+  }
+}
+
+// Two fp32 values -> Op hi and lo parts (x ~ hi + lo; bf16: ~2^-17
+// relative, fp16: ~2^-22 relative down to fp16's subnormals, 2^-24).
+template <typename Op>
+__device__ __forceinline__ void SplitOp(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  hi = Pack2<Op>(x0, x1);
+  const float2 h = Unpack2<Op>(hi);
+  lo = Pack2<Op>(x0 - h.x, x1 - h.y);
+}
+
+// Grid (num_chunks, Hqk), kTPrepThreads threads, TPrepSmem<K>::kBytes of
+// dynamic shared memory. args: q, k, the gating, cu_seqlens, chunk_table
+// (filled, ChunkTableKernel), num_seqs, num_qk_heads, num_v_heads,
+// group_size, scale, fused_gating, l2_norm_qk; nothing else is read.
+template <int K, typename In>
+__global__ void __launch_bounds__(kTPrepThreads, 2)
+    TPrepKernel(const ChunkArgs args, const TPrepWorkspace ws) {
+  using S = TPrepSmem<K>;
+  using Op = OperandFor<In>;
+  constexpr int kSK = S::kStrideK, kSF = S::kStrideF, kSP = S::kStrideP;
+  static_assert(K % 32 == 0, "K: a multiple of 32");
+  extern __shared__ __align__(16) unsigned char smem[];
+  Op* kb = reinterpret_cast<Op*>(smem);
+  Op* qb = kb + 64 * kSK;
+  float* Af = reinterpret_cast<float*>(qb + 64 * kSK);
+  float* Tf = Af + 64 * kSF;
+  Op* stage = reinterpret_cast<Op*>(Tf + 64 * kSF);
+  float* rk_s = reinterpret_cast<float*>(stage + 64 * kSP);
+  float* rq_s = rk_s + 64;
+  float* G_s = rq_s + 64;
+  float* beta_s = G_s + 64;
+
+  const int c = blockIdx.x, hq = blockIdx.y;
+  const int Hv = args.num_v_heads, group_size = args.group_size;
+  const int n = args.chunk_table[args.num_seqs + 1 + c];
+  const int seq_end = args.cu_seqlens[n + 1];
+  const int t0 = args.cu_seqlens[n] + (c - args.chunk_table[n]) * kChunk;
+  const int L = min(kChunk, seq_end - t0);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int group = lane >> 2, tig = lane & 3;
+
+  const In* q = static_cast<const In*>(args.q);
+  const In* k = static_cast<const In*>(args.k);
+  const int64_t qk_token = static_cast<int64_t>(args.num_qk_heads) * K;
+
+  // ---- phase 1 (per q/k head): raw q, k -> qb, kb; inverse norms ------------
+  // Warp w owns rows 8 w .. 8 w + 7; lane = 8 b + r owns row 8 w + r, elements
+  // 32 m + 8 b .. + 7 for m < K / 32 (four lanes share a row). v7's code.
+  {
+    constexpr int M = K / 32;
+    const int r = lane & 7, b = lane >> 3;
+    const int i = warp * 8 + r;
+    float kx[M][8], qx[M][8];
+    if (i < L) {
+      const In* kr = k + static_cast<int64_t>(t0 + i) * qk_token + hq * K + 8 * b;
+      const In* qr = q + static_cast<int64_t>(t0 + i) * qk_token + hq * K + 8 * b;
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        Load8AsFloats(kr + 32 * m, kx[m]);
+        Load8AsFloats(qr + 32 * m, qx[m]);
+      }
+    } else {
+#pragma unroll
+      for (int m = 0; m < M; ++m)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) kx[m][e] = qx[m][e] = 0.f;
+    }
+    float sk = 0.f, sq = 0.f;
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        sk += kx[m][e] * kx[m][e];
+        sq += qx[m][e] * qx[m][e];
+      }
+    sk += __shfl_xor_sync(0xffffffffu, sk, 8);
+    sq += __shfl_xor_sync(0xffffffffu, sq, 8);
+    sk += __shfl_xor_sync(0xffffffffu, sk, 16);
+    sq += __shfl_xor_sync(0xffffffffu, sq, 16);
+    // A row with max|x| >= ~2^60 overflowed its sum of squares: kept rescaled
+    // by kL2NormRescale, with the inverse norm of the rescaled row (v7).
+    float k_eps = kL2NormEps, q_eps = kL2NormEps;
+    if (args.l2_norm_qk && __any_sync(0xffffffffu, !isfinite(sk) || !isfinite(sq))) {
+      const float ck = isfinite(sk) ? 1.0f : kL2NormRescale;
+      const float cq = isfinite(sq) ? 1.0f : kL2NormRescale;
+      if (ck != 1.0f) k_eps = 0.0f;
+      if (cq != 1.0f) q_eps = 0.0f;
+      sk = sq = 0.f;
+#pragma unroll
+      for (int m = 0; m < M; ++m)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          kx[m][e] *= ck;
+          qx[m][e] *= cq;
+          sk += kx[m][e] * kx[m][e];
+          sq += qx[m][e] * qx[m][e];
+        }
+      sk += __shfl_xor_sync(0xffffffffu, sk, 8);
+      sq += __shfl_xor_sync(0xffffffffu, sq, 8);
+      sk += __shfl_xor_sync(0xffffffffu, sk, 16);
+      sq += __shfl_xor_sync(0xffffffffu, sq, 16);
+    }
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const float* x = kx[m];
+      const float* y = qx[m];
+      *reinterpret_cast<uint4*>(kb + i * kSK + 32 * m + 8 * b) =
+          make_uint4(Pack2<Op>(x[0], x[1]), Pack2<Op>(x[2], x[3]), Pack2<Op>(x[4], x[5]),
+                     Pack2<Op>(x[6], x[7]));
+      *reinterpret_cast<uint4*>(qb + i * kSK + 32 * m + 8 * b) =
+          make_uint4(Pack2<Op>(y[0], y[1]), Pack2<Op>(y[2], y[3]), Pack2<Op>(y[4], y[5]),
+                     Pack2<Op>(y[6], y[7]));
+    }
+    if (b == 0) {
+      const float rk = args.l2_norm_qk ? 1.0f / sqrtf(sk + k_eps) : 1.0f;
+      const float rq = args.l2_norm_qk ? 1.0f / sqrtf(sq + q_eps) : 1.0f;
+      rk_s[i] = rk;
+      rq_s[i] = rq;
+      const int64_t cq = static_cast<int64_t>(c) * args.num_qk_heads + hq;
+      ws.rk[cq * 64 + i] = i < L ? rk : 0.f;
+      ws.rq[cq * 64 + i] = i < L ? rq : 0.f;
+    }
+  }
+  __syncthreads();
+
+  // ---- kk = k k^T and qk = q k^T (per q/k head), normalised, in registers ---
+  // Warp (mt, nh): rows 16 mt .., columns 32 nh .. (four 8-column n-tiles).
+  const int mt = warp & 3;
+  const int nh = warp >> 2;
+  float kk[4][4], qk[4][4];
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) kk[nt][e] = qk[nt][e] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < K / 16; ++ks) {
+    uint32_t ak[4], aq[4];
+    LdsmA(ak, kb + mt * 16 * kSK + ks * 16, kSK, lane);
+    LdsmA(aq, qb + mt * 16 * kSK + ks * 16, kSK, lane);
+#pragma unroll
+    for (int np = 0; np < 2; ++np) {
+      uint32_t bf[4];
+      LdsmB2(bf, kb + (nh * 32 + np * 16) * kSK + ks * 16, kSK, lane);
+      Mma16816<Op>(kk[2 * np], ak, bf);
+      Mma16816<Op>(kk[2 * np + 1], ak, bf + 2);
+      Mma16816<Op>(qk[2 * np], aq, bf);
+      Mma16816<Op>(qk[2 * np + 1], aq, bf + 2);
+    }
+  }
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = mt * 16 + group + 8 * (e >> 1);
+      const int j = nh * 32 + nt * 8 + 2 * tig + (e & 1);
+      kk[nt][e] *= rk_s[i] * rk_s[j];
+      qk[nt][e] *= rq_s[i] * rk_s[j];
+    }
+
+  // ---- the value heads of this q/k head ---------------------------------------
+  for (int rr = 0; rr < group_size; ++rr) {
+    const int h = hq * group_size + rr;
+    const int64_t ch = static_cast<int64_t>(c) * Hv + h;
+
+    // step 0: gating of token tid (padding: no decay, beta 0), prefix sums.
+    if (tid < kChunk) {
+      float gi = 0.f, bi = 0.f;
+      if (tid < L) {
+        const int64_t idx = static_cast<int64_t>(t0 + tid) * Hv + h;
+        if (args.fused_gating) {
+          gi = FusedDecay(args.a[idx], args.A_log[h], args.dt_bias[h]);
+          bi = FusedBeta(args.b[idx]);
+        } else {
+          gi = args.g[idx];
+          bi = args.beta[idx];
+        }
+      }
+      G_s[tid] = gi;
+      beta_s[tid] = bi;
+    }
+    __syncthreads();
+    if (warp == 0) {  // inclusive prefix sum of g over 64 tokens, 2 per lane (v7)
+      const float x0 = G_s[2 * lane], x1 = G_s[2 * lane + 1];
+      float s = x0 + x1;
+#pragma unroll
+      for (int off = 1; off < 32; off <<= 1) {
+        const float y = __shfl_up_sync(0xffffffffu, s, off);
+        if (lane >= off) s += y;
+      }
+      float before = __shfl_up_sync(0xffffffffu, s, 1);
+      if (lane == 0) before = 0.f;
+      const float G0 = before + x0, G1 = before + x0 + x1;
+      const float g_last = __shfl_sync(0xffffffffu, G1, 31);  // = G_{L-1}: padding has g = 0
+      G_s[2 * lane] = G0;
+      G_s[2 * lane + 1] = G1;
+      const int i0 = 2 * lane, i1 = 2 * lane + 1;
+      *reinterpret_cast<float2*>(ws.g_cum + ch * 64 + i0) = make_float2(G0, G1);
+      *reinterpret_cast<float2*>(ws.eg + ch * 64 + i0) =
+          make_float2(i0 < L ? expf(G0) : 0.f, i1 < L ? expf(G1) : 0.f);
+      *reinterpret_cast<float2*>(ws.ed + ch * 64 + i0) =
+          make_float2(i0 < L ? expf(g_last - G0) : 0.f, i1 < L ? expf(g_last - G1) : 0.f);
+      if (lane == 0) ws.decay[ch] = expf(g_last);
+    }
+    __syncthreads();
+
+    // step 1: A (shared, fp32) and P (staged, copied out by warps 2-7 in step
+    // 2a) from kk, qk (v7).
+    Op* p_global = reinterpret_cast<Op*>(ws.p) + ch * 64 * 64;
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = mt * 16 + group + 8 * half;
+        const int j0 = nh * 32 + nt * 8 + 2 * tig;
+        float pv[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int j = j0 + e;
+          // exp(G_i - G_j) <= 1 for j <= i; never evaluated above the diagonal.
+          const float decay = j <= i ? expf(G_s[i] - G_s[j]) : 0.f;
+          Af[i * kSF + j] = j < i ? beta_s[i] * decay * kk[nt][2 * half + e] : 0.f;
+          pv[e] = args.scale * decay * qk[nt][2 * half + e];
+        }
+        StoreOpPair(stage + i * kSP + j0, pv[0], pv[1]);
+      }
+    }
+    __syncthreads();
+
+    // step 2a: diagonal blocks T_dd = (I + A_dd)^-1 (warps 0-1: thread =
+    // column col of block d, forward substitution) beside P's copy (warps 2-7).
+    if (warp < 2) {
+      const int d = tid >> 4, col = tid & 15;
+      const float* a_blk = Af + 16 * d * kSF + 16 * d;
+      float x[16];
+#pragma unroll
+      for (int r = 0; r < 16; ++r) {
+        float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+        for (int j = 0; j < r; ++j) {
+          if (j & 1) {
+            s1 = fmaf(a_blk[r * kSF + j], x[j], s1);
+          } else {
+            s0 = fmaf(a_blk[r * kSF + j], x[j], s0);
+          }
+        }
+        x[r] = (r == col ? 1.f : 0.f) - (s0 + s1);
+      }
+#pragma unroll
+      for (int r = 0; r < 16; ++r) Tf[(16 * d + r) * kSF + 16 * d + col] = x[r];
+    } else {
+      CopyTile64ToGlobal(stage, kSP, p_global, 64, kTPrepThreads - 64);
+    }
+    __syncthreads();
+
+    // step 2b: merge 16 -> 32; step 2c: merge 32 -> 64 (v7's, see
+    // chunk_prep_blocked.cuh). Tf[0:16, 16:32] and Tf[32:48, 48:64] are never
+    // written, Tf[0:32, 32:64] is scratch: step 3 reads j <= i only.
+    if (warp < 2) {
+      const int p = warp;
+      SplitMmaBlock<kSF, 1>({Af + (32 * p + 16) * kSF + 32 * p}, {Tf + 32 * p * kSF + 32 * p},
+                            Tf + 32 + 16 * p, 1.f, lane);
+    }
+    __syncthreads();
+    if (warp < 2) {
+      const int p = warp;
+      SplitMmaBlock<kSF, 1>({Tf + (32 * p + 16) * kSF + 32 * p + 16}, {Tf + 32 + 16 * p},
+                            Tf + (32 * p + 16) * kSF + 32 * p, -1.f, lane);
+    }
+    __syncthreads();
+    if (warp < 4) {
+      const int a = warp >> 1, b = warp & 1;
+      const float* a_row = Af + (32 + 16 * a) * kSF;
+      if (b == 0) {
+        SplitMmaBlock<kSF, 2>({a_row, a_row + 16}, {Tf, Tf + 16 * kSF}, Tf + 16 * a * kSF + 32,
+                              1.f, lane);
+      } else {
+        SplitMmaBlock<kSF, 1>({a_row + 16}, {Tf + 16 * kSF + 16}, Tf + 16 * a * kSF + 48, 1.f,
+                              lane);
+      }
+    }
+    __syncthreads();
+    if (warp < 4) {
+      const int a = warp >> 1, b = warp & 1;
+      const float* y0 = Tf + 32 + 16 * b;  // Y_{0b}; Y_{1b} 16 rows below
+      if (a == 0) {
+        SplitMmaBlock<kSF, 1>({Tf + 32 * kSF + 32}, {y0}, Tf + 32 * kSF + 16 * b, -1.f, lane);
+      } else {
+        SplitMmaBlock<kSF, 2>({Tf + 48 * kSF + 32, Tf + 48 * kSF + 48}, {y0, y0 + 16 * kSF},
+                              Tf + 48 * kSF + 16 * b, -1.f, lane);
+      }
+    }
+    __syncthreads();
+
+    // step 3: T'' = T diag(beta), j <= i (fp32), as Op hi + lo, 16-byte
+    // stores: thread piece p = row i, columns 8 (p % 8) .. + 7.
+    {
+      Op* hi_out = reinterpret_cast<Op*>(ws.t_hi) + ch * 64 * 64;
+      Op* lo_out = reinterpret_cast<Op*>(ws.t_lo) + ch * 64 * 64;
+      for (int p = tid; p < 64 * 8; p += kTPrepThreads) {
+        const int i = p >> 3, j0 = (p & 7) * 8;
+        const float4 t0v = *reinterpret_cast<const float4*>(Tf + i * kSF + j0);
+        const float4 t1v = *reinterpret_cast<const float4*>(Tf + i * kSF + j0 + 4);
+        const float t[8] = {t0v.x, t0v.y, t0v.z, t0v.w, t1v.x, t1v.y, t1v.z, t1v.w};
+        uint32_t hi[4], lo[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int j = j0 + 2 * e;
+          const float x0 = j <= i ? t[2 * e] * beta_s[j] : 0.f;
+          const float x1 = j + 1 <= i ? t[2 * e + 1] * beta_s[j + 1] : 0.f;
+          SplitOp<Op>(x0, x1, hi[e], lo[e]);
+        }
+        *reinterpret_cast<uint4*>(hi_out + i * 64 + j0) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+        *reinterpret_cast<uint4*>(lo_out + i * 64 + j0) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+      }
+    }
+    __syncthreads();  // Af / Tf, the stage and the gate arrays are reused by the next head
+  }
+}
+
+}  // namespace gdn::cuda::chunked
+
+#endif  // GDN_KERNELS_CUDA_CHUNKED_TPREP_CUH_
