@@ -16,8 +16,12 @@
 #     by the server's own metrics (queue, kernel), fp32 and no-compute;
 #  7. bench/request_path/run.sh, decode 1 / 32 x 1 over TCP (issue 16's
 #     engine overhead: no-compute ÷ the same run's protobuf echo), when
-#     gdn-echo and gdn-min-client are bundled too.
-# PARTS="primitives tprep regions prefill channel d256 engine" (default: all).
+#     gdn-echo and gdn-min-client are bundled too;
+#  8. decode_shapes_visit.sh: candidate decode block shapes (SHAPE_ARMS, each
+#     a directory of the bundle with its decode_bench and
+#     recurrent_kernel_test; `before` holds the current decode_bench)
+#     against the current ones, SHAPE_STATES at batches 32 / 128 / 256.
+# PARTS="primitives tprep regions prefill channel d256 engine shapes" (default: all).
 # The device returns at most 8 files: visit.log (everything the parts print)
 # and parts.tgz (their own files).
 #   here:   BUILD=build-cuda bash scripts/device/bundle.sh <targets>
@@ -33,7 +37,7 @@ t0=$(date +%s)
 say() { echo "== $* ($(( $(date +%s) - t0 ))s)" | tee -a "$LOG"; }
 # shellcheck disable=SC1091  # sourced from the repository root
 . scripts/device/unpack_bundle.sh  # BUNDLE, B, LD_LIBRARY_PATH
-PARTS=${PARTS:-"primitives tprep regions prefill channel d256 engine"}
+PARTS=${PARTS:-"primitives tprep regions prefill channel d256 engine shapes"}
 part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
   cat .bundle/COMMIT; echo "nsys: $(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems*/bin/nsys 2>/dev/null || echo none)"; } 2>&1 | tee -a "$LOG"
@@ -82,6 +86,11 @@ if part engine && [ -x "$B/gdn-echo" ] && [ -x "$B/gdn-min-client" ]; then
   BIN=$B BACKEND=cuda SHAPES="decode1 decode32" TRANSPORTS=tcp ARM_S=2 BEFORE=0 CLIENT_COST=0 \
     timeout 200 bash bench/request_path/run.sh "$PARTS_DIR/request_path" >> "$LOG" 2>&1
   grep -E "^\| decode|overhead" "$PARTS_DIR/request_path/results.md" 2>/dev/null | tee -a "$LOG"
+fi
+if part shapes && [ -n "${SHAPE_ARMS:-}" ] && [ -x "$BUNDLE/before/decode_bench" ]; then
+  say "decode shapes: $SHAPE_ARMS"
+  ARMS=$SHAPE_ARMS STATES=${SHAPE_STATES:-bf16} BATCHES=32,128,256 OUT=$PARTS_DIR/shapes \
+    bash scripts/device/decode_shapes_visit.sh >> "$LOG" 2>&1
 fi
 tar -czf "$OUT/parts.tgz" -C "$PARTS_DIR" .
 say "done"
