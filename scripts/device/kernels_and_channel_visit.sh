@@ -5,7 +5,7 @@
 #  1. hopper_primitives_visit.sh (TMA, mbarrier, wgmma against the CPU),
 #     when hopper_primitives_test is bundled;
 #  2. tprep_visit.sh (the v8 prefill's T'' / P preparation against float64),
-#     when tprep_test is bundled;
+#     when tprep_test is bundled, and chunked_prefill_test (v7) when bundled;
 #  3. cuda_regions_test (CheckValues), when bundled;
 #  4. prefill_state_bench: the long rows by state dtype (issue 19's
 #     prefill within 5% of fp32), when bundled (PREFILL_ROWS);
@@ -50,6 +50,14 @@ fi
 if part tprep && [ -x "$B/tprep_test" ]; then
   say "tprep"
   OUT=$PARTS_DIR/tprep bash scripts/device/tprep_visit.sh >> "$LOG" 2>&1
+fi
+# The v7 chunked prefill (its chunk table moved to chunked/chunk_table.cuh).
+if part tprep && [ -x "$B/chunked_prefill_test" ]; then
+  say "chunked_prefill_test"
+  timeout 150 "$B/chunked_prefill_test" > "$PARTS_DIR/chunked_prefill_test.log" 2>&1
+  echo "rc $?" | tee -a "$LOG"
+  grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|Failure" "$PARTS_DIR/chunked_prefill_test.log" \
+    | head -20 | tee -a "$LOG"
 fi
 
 if part regions && [ -x "$B/cuda_regions_test" ]; then
