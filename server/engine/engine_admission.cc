@@ -45,7 +45,8 @@ void Engine::AdmitWaiting(absl::Time now) {
       state.stored_position = facts.position;
       state.open_draft_tokens = facts.open_draft_tokens;
       *open_drafts |= facts.open_draft_tokens > 0;
-      const int32_t slot = slots_.Find(StateKey(session, layer));
+      // No slot is busy between the calls of a closed-loop client: no hash.
+      const int32_t slot = slots_.busy() == 0 ? -1 : slots_.Find(StateKey(session, layer));
       if (slot >= 0) {
         state.busy = true;
         for (const ForwardSequence& seq : slots_[slot].owner->call->sequences) {
@@ -71,8 +72,8 @@ void Engine::AdmitWaiting(absl::Time now) {
           call.sequences[0].position, ")"));
     }
     bool has_pending_command = false;
-    for (const ForwardSequence& seq : call.sequences) {
-      if (sessions_with_commands_.contains(seq.session)) has_pending_command = true;
+    for (size_t i = 0; !sessions_with_commands_.empty() && i < call.sequences.size(); ++i) {
+      has_pending_command |= sessions_with_commands_.contains(call.sequences[i].session);
     }
     if (failure.ok() && has_pending_command) {
       ++it;  // a session command queued before it runs first
