@@ -3,7 +3,8 @@
 # 22), every part optional by what the bundle holds, cheapest and most
 # informative first; each part prints into $OUT/visit.log as it goes:
 #  1. hopper_primitives_visit.sh (TMA, mbarrier, wgmma against the CPU),
-#     when hopper_primitives_test is bundled;
+#     when any of tma_test, wgmma_layout_test, wgmma_test,
+#     warp_specialised_pipeline_test is bundled;
 #  2. tprep_visit.sh (the v8 prefill's T'' / P preparation against float64),
 #     when tprep_test is bundled, and chunked_prefill_test (v7) when bundled;
 #  3. cuda_regions_test (CheckValues), when bundled;
@@ -42,7 +43,14 @@ part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
   cat .bundle/COMMIT; echo "nsys: $(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems*/bin/nsys 2>/dev/null || echo none)"; } 2>&1 | tee -a "$LOG"
 
-if part primitives && [ -x "$B/hopper_primitives_test" ]; then
+hopper_bundled() {  # any of the Hopper primitives tests
+  local t
+  for t in tma_test wgmma_layout_test wgmma_test warp_specialised_pipeline_test; do
+    [ -x "$B/$t" ] && return 0
+  done
+  return 1
+}
+if part primitives && hopper_bundled; then
   say "hopper primitives"
   OUT=$PARTS_DIR/primitives bash scripts/device/hopper_primitives_visit.sh >> "$LOG" 2>&1
 fi

@@ -278,214 +278,101 @@ __device__ __forceinline__ void SetMaxNRegDecrease() {
 }
 
 // ---- instructions -------------------------------------------------------------------
-// Generated pattern (one per form x N x type): d is the accumulator
-// (N / 2 fp32), scale_d = 0 overwrites it (D = A B), 1 accumulates
-// (D += A B). kTransB = 0: B K-major, 1: B MN-major. kScaleA / kScaleB = 1
-// or -1 negate an operand. SS: A K-major from shared memory.
+// One wrapper per form x N x type, all generated from GDN_WGMMA_SS / RS
+// below: d is the accumulator (N / 2 fp32), scale_d = 0 overwrites it
+// (D = A B), 1 accumulates (D += A B). kTransB = 0: B K-major, 1: B
+// MN-major. kScaleA / kScaleB = 1 or -1 negate an operand. SS: A K-major
+// from shared memory.
 
 template <typename T, int N>
 struct WgmmaTag {};
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-template <int kTransB, int kScaleA, int kScaleB>
-__device__ __forceinline__ void WgmmaInstrSs(WgmmaTag<__nv_bfloat16, 64>, float (&d)[32],
-                                             uint64_t desc_a, uint64_t desc_b, uint32_t scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "setp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, "
-      "%8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, "
-      "%24, %25, %26, %27, %28, %29, %30, %31}, "
-      "%32, %33, p, %35, %36, 0, %37;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kScaleA), "n"(kScaleB), "n"(kTransB)
-      : "memory");
-}
+// The accumulator registers, operands %0 .. %(N / 2 - 1): their PTX vector
+// and their asm output constraints, for N = 64 (32 registers) and 128 (64).
+#define GDN_WGMMA_D0_31                           \
+  "%0, %1, %2, %3, %4, %5, %6, %7, "              \
+  "%8, %9, %10, %11, %12, %13, %14, %15, "        \
+  "%16, %17, %18, %19, %20, %21, %22, %23, "      \
+  "%24, %25, %26, %27, %28, %29, %30, %31"
+#define GDN_WGMMA_D32_63                          \
+  "%32, %33, %34, %35, %36, %37, %38, %39, "      \
+  "%40, %41, %42, %43, %44, %45, %46, %47, "      \
+  "%48, %49, %50, %51, %52, %53, %54, %55, "      \
+  "%56, %57, %58, %59, %60, %61, %62, %63"
+#define GDN_WGMMA_ACC_N64 "{" GDN_WGMMA_D0_31 "}"
+#define GDN_WGMMA_ACC_N128 "{" GDN_WGMMA_D0_31 ", " GDN_WGMMA_D32_63 "}"
+#define GDN_WGMMA_OUT_0_31                                                                     \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),         \
+      "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), \
+      "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),           \
+      "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),           \
+      "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define GDN_WGMMA_OUT_32_63                                                                 \
+  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]),            \
+      "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),        \
+      "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),        \
+      "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),        \
+      "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]),        \
+      "+f"(d[62]), "+f"(d[63])
+#define GDN_WGMMA_OUT_N64 GDN_WGMMA_OUT_0_31
+#define GDN_WGMMA_OUT_N128 GDN_WGMMA_OUT_0_31, GDN_WGMMA_OUT_32_63
 
-template <int kTransB, int kScaleA, int kScaleB>
-__device__ __forceinline__ void WgmmaInstrSs(WgmmaTag<__half, 64>, float (&d)[32],
-                                             uint64_t desc_a, uint64_t desc_b, uint32_t scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "setp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, "
-      "%8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, "
-      "%24, %25, %26, %27, %28, %29, %30, %31}, "
-      "%32, %33, p, %35, %36, 0, %37;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kScaleA), "n"(kScaleB), "n"(kTransB)
-      : "memory");
-}
+// The operands after the accumulators are numbered from N / 2 in the order
+// of the input list; the macros take those numbers (DA desc_a, DB desc_b,
+// SD scale_d, SA kScaleA, SB kScaleB, TB kTransB, A0-A3 the A fragment).
+// PTX_T is the PTX type ("bf16", "f16").
+#define GDN_WGMMA_SS(T, PTX_T, N, DA, DB, SD, SA, SB, TB)                                       \
+  template <int kTransB, int kScaleA, int kScaleB>                                              \
+  __device__ __forceinline__ void WgmmaInstrSs(WgmmaTag<T, N>, float (&d)[N / 2],               \
+                                               uint64_t desc_a, uint64_t desc_b,                \
+                                               uint32_t scale_d) {                              \
+    asm volatile("{\n.reg .pred p;\n"                                                           \
+                 "setp.ne.b32 p, %" #SD ", 0;\n"                                                \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX_T "." PTX_T " "          \
+                 GDN_WGMMA_ACC_N##N ", "                                                        \
+                 "%" #DA ", %" #DB ", p, %" #SA ", %" #SB ", 0, %" #TB ";\n}\n"                 \
+                 : GDN_WGMMA_OUT_N##N                                                           \
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kScaleA), "n"(kScaleB),          \
+                   "n"(kTransB)                                                                 \
+                 : "memory");                                                                   \
+  }
+#define GDN_WGMMA_RS(T, PTX_T, N, A0, A1, A2, A3, DB, SD, SA, SB, TB)                           \
+  template <int kTransB, int kScaleA, int kScaleB>                                              \
+  __device__ __forceinline__ void WgmmaInstrRs(WgmmaTag<T, N>, float (&d)[N / 2],               \
+                                               const uint32_t (&a)[4], uint64_t desc_b,         \
+                                               uint32_t scale_d) {                              \
+    asm volatile("{\n.reg .pred p;\n"                                                           \
+                 "setp.ne.b32 p, %" #SD ", 0;\n"                                                \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX_T "." PTX_T " "          \
+                 GDN_WGMMA_ACC_N##N ", "                                                        \
+                 "{%" #A0 ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #DB ", p, %" #SA ", %" #SB       \
+                 ", %" #TB ";\n}\n"                                                             \
+                 : GDN_WGMMA_OUT_N##N                                                           \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),       \
+                   "n"(kScaleA), "n"(kScaleB), "n"(kTransB)                                     \
+                 : "memory");                                                                   \
+  }
 
-template <int kTransB, int kScaleA, int kScaleB>
-__device__ __forceinline__ void WgmmaInstrSs(WgmmaTag<__nv_bfloat16, 128>, float (&d)[64],
-                                             uint64_t desc_a, uint64_t desc_b, uint32_t scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "setp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, "
-      "%8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, "
-      "%24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, "
-      "%40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, "
-      "%56, %57, %58, %59, %60, %61, %62, %63}, "
-      "%64, %65, p, %67, %68, 0, %69;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kScaleA), "n"(kScaleB), "n"(kTransB)
-      : "memory");
-}
+GDN_WGMMA_SS(__nv_bfloat16, "bf16", 64, 32, 33, 34, 35, 36, 37)
+GDN_WGMMA_SS(__half, "f16", 64, 32, 33, 34, 35, 36, 37)
+GDN_WGMMA_SS(__nv_bfloat16, "bf16", 128, 64, 65, 66, 67, 68, 69)
+GDN_WGMMA_SS(__half, "f16", 128, 64, 65, 66, 67, 68, 69)
+GDN_WGMMA_RS(__nv_bfloat16, "bf16", 64, 32, 33, 34, 35, 36, 37, 38, 39, 40)
+GDN_WGMMA_RS(__half, "f16", 64, 32, 33, 34, 35, 36, 37, 38, 39, 40)
+GDN_WGMMA_RS(__nv_bfloat16, "bf16", 128, 64, 65, 66, 67, 68, 69, 70, 71, 72)
+GDN_WGMMA_RS(__half, "f16", 128, 64, 65, 66, 67, 68, 69, 70, 71, 72)
 
-template <int kTransB, int kScaleA, int kScaleB>
-__device__ __forceinline__ void WgmmaInstrSs(WgmmaTag<__half, 128>, float (&d)[64],
-                                             uint64_t desc_a, uint64_t desc_b, uint32_t scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "setp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, "
-      "%8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, "
-      "%24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, "
-      "%40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, "
-      "%56, %57, %58, %59, %60, %61, %62, %63}, "
-      "%64, %65, p, %67, %68, 0, %69;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kScaleA), "n"(kScaleB), "n"(kTransB)
-      : "memory");
-}
-
-template <int kTransB, int kScaleA, int kScaleB>
-__device__ __forceinline__ void WgmmaInstrRs(WgmmaTag<__nv_bfloat16, 64>, float (&d)[32],
-                                             const uint32_t (&a)[4], uint64_t desc_b,
-                                             uint32_t scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "setp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, "
-      "%8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, "
-      "%24, %25, %26, %27, %28, %29, %30, %31}, "
-      "{%32, %33, %34, %35}, %36, p, %38, %39, %40;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
-          "n"(kScaleA), "n"(kScaleB), "n"(kTransB)
-      : "memory");
-}
-
-template <int kTransB, int kScaleA, int kScaleB>
-__device__ __forceinline__ void WgmmaInstrRs(WgmmaTag<__half, 64>, float (&d)[32],
-                                             const uint32_t (&a)[4], uint64_t desc_b,
-                                             uint32_t scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "setp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, "
-      "%8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, "
-      "%24, %25, %26, %27, %28, %29, %30, %31}, "
-      "{%32, %33, %34, %35}, %36, p, %38, %39, %40;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
-          "n"(kScaleA), "n"(kScaleB), "n"(kTransB)
-      : "memory");
-}
-
-template <int kTransB, int kScaleA, int kScaleB>
-__device__ __forceinline__ void WgmmaInstrRs(WgmmaTag<__nv_bfloat16, 128>, float (&d)[64],
-                                             const uint32_t (&a)[4], uint64_t desc_b,
-                                             uint32_t scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "setp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, "
-      "%8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, "
-      "%24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, "
-      "%40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, "
-      "%56, %57, %58, %59, %60, %61, %62, %63}, "
-      "{%64, %65, %66, %67}, %68, p, %70, %71, %72;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
-          "n"(kScaleA), "n"(kScaleB), "n"(kTransB)
-      : "memory");
-}
-
-template <int kTransB, int kScaleA, int kScaleB>
-__device__ __forceinline__ void WgmmaInstrRs(WgmmaTag<__half, 128>, float (&d)[64],
-                                             const uint32_t (&a)[4], uint64_t desc_b,
-                                             uint32_t scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "setp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, "
-      "%8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, "
-      "%24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, "
-      "%40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, "
-      "%56, %57, %58, %59, %60, %61, %62, %63}, "
-      "{%64, %65, %66, %67}, %68, p, %70, %71, %72;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),
-          "n"(kScaleA), "n"(kScaleB), "n"(kTransB)
-      : "memory");
-}
+#undef GDN_WGMMA_RS
+#undef GDN_WGMMA_SS
+#undef GDN_WGMMA_OUT_N128
+#undef GDN_WGMMA_OUT_N64
+#undef GDN_WGMMA_OUT_32_63
+#undef GDN_WGMMA_OUT_0_31
+#undef GDN_WGMMA_ACC_N128
+#undef GDN_WGMMA_ACC_N64
+#undef GDN_WGMMA_D32_63
+#undef GDN_WGMMA_D0_31
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 // D[64, N] (+)= A[64, 16] B[16, N], A and B in shared memory.
