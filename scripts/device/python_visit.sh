@@ -147,7 +147,8 @@ latency() {  # name, extra client_latency args
 cpp_bench() {  # name -> /tmp/cpp_<name>_<case>.json
   local name=$1
   say "gdn-bench: $name"
-  local t=$((CPP_SECONDS + 20))
+  local t  # CPP_SECONDS may be fractional (bash arithmetic is integer only)
+  t=$(awk "BEGIN { print int($CPP_SECONDS + 20) }")
   timeout $t $B/gdn-bench --server="$grpc" --layers=1 --sessions=1 --sessions_per_call=1 --prefill_tokens=1 \
     --decode_steps=400 --warmup_s=0.5 --duration_s=$CPP_SECONDS --json_out=/tmp/cpp_${name}_decode1x1.json 2>&1 | tail -3 | tee -a "$LOG"
   timeout $t $B/gdn-bench --server="$grpc" --layers=1 --sessions=32 --sessions_per_call=32 --prefill_tokens=1 \
