@@ -3,12 +3,15 @@
 // (kernels/oracle), with v7 (cuda::ChunkedPrefill) run on the same inputs for
 // comparison: o and the final state pages, on fresh random inputs (fixed
 // seed per case name). Each case prints one line with both kernels' errors
-// ("[ name ] v8 o ... | v7 o ..."). A timing test prints v8 (whole call and
-// TPrep alone) against v7 at 16/32, 4 x 8192 and 8 x 1024 (median of 7).
+// ("[ name ] v8 o ... | v8 W' Op o ... | v7 o ..."): v8 runs with W' in hi +
+// lo (the default, FusedChunkOptions) and with one Op rounding of W'. A
+// timing test prints v8 (both, the whole call, and TPrep alone) against v7 at
+// 16/32, 4 x 8192 and 8 x 1024 (median of 7).
 //
 // Bounds: chunked_prefill_test.cc's bars for v7 (bf16 operands: o 1e-2
 // max_abs_rel, 6e-3 rel_l2; fp16 operands 2e-3 / 1.5e-3; bf16 pages add
-// 2^-8 / 2^-9 to the state's), and v8 no worse than 1.5 x v7's rel_l2 (+1e-6)
+// 2^-8 / 2^-9 to the state's) for both W' variants, and the default no worse
+// than 1.5 x v7's rel_l2 (+1e-6)
 // on the same inputs (the design's bar: at least as accurate as v7; the
 // 1.5 allows for the different rounding order of the same operand
 // precision). Skips without a CUDA device.
@@ -411,11 +414,13 @@ void Score(const Problem& pr, const Result& r, const oracle::Outputs& want, Erro
   }
 }
 
-cudaError_t RunV8(const Problem& pr, cudaStream_t stream) {
+cudaError_t RunV8(const Problem& pr, cudaStream_t stream, bool w_hi_lo = true) {
+  FusedChunkOptions options;
+  options.w_hi_lo = w_hi_lo;
   return LaunchFusedChunkPrefill(pr.Args(), kK, kV, pr.T, pr.ws.ptr,
                                  FusedChunkWorkspaceBytes(pr.C, pr.options.shape.num_qk_heads,
                                                           pr.options.shape.num_v_heads),
-                                 stream);
+                                 stream, options);
 }
 
 class FusedChunkTest : public ::testing::TestWithParam<Case> {};
@@ -429,14 +434,21 @@ TEST_P(FusedChunkTest, MatchesFloat64AndV7) {
   ASSERT_NE(pr.pool.ptr, nullptr);
   const oracle::Outputs want = oracle::Run(pr.options, pr.in);
 
-  // v8: o NaN-filled first (every row must be written).
-  CUDA_OK(cudaMemset(pr.o.ptr, 0xFF, static_cast<size_t>(pr.T) * cs.Hv * kV * 2));
-  CUDA_OK(RunV8(pr, nullptr));
-  CUDA_OK(cudaDeviceSynchronize());
-  Result v8;
-  ASSERT_TRUE(ReadBack(pr, v8));
-  Errors o8, s8;
-  Score(pr, v8, want, o8, s8);
+  // v8, both W' precisions (default hi + lo; "W' Op" the single rounding):
+  // o and the final pages NaN-filled first (every entry must be written).
+  Errors o8, s8, o8op, s8op;
+  for (const bool hi_lo : {true, false}) {
+    CUDA_OK(cudaMemset(pr.o.ptr, 0xFF, static_cast<size_t>(pr.T) * cs.Hv * kV * 2));
+    for (int s = 0; s < pr.N; ++s) {
+      CUDA_OK(cudaMemset(pr.pool.as<char>() + pr.page_bytes * pr.final_pages[s], 0xFF,
+                         pr.page_bytes));
+    }
+    CUDA_OK(RunV8(pr, nullptr, hi_lo));
+    CUDA_OK(cudaDeviceSynchronize());
+    Result v8;
+    ASSERT_TRUE(ReadBack(pr, v8));
+    Score(pr, v8, want, hi_lo ? o8 : o8op, hi_lo ? s8 : s8op);
+  }
 
   // v7 on the same inputs (it rewrites o and the final pages).
   CUDA_OK(cudaMemset(pr.o.ptr, 0xFF, static_cast<size_t>(pr.T) * cs.Hv * kV * 2));
@@ -451,18 +463,25 @@ TEST_P(FusedChunkTest, MatchesFloat64AndV7) {
     Score(pr, r7, want, o7, s7);
   }
 
-  std::printf("[ %s ] v8 o %.3g / %.3g state %.3g / %.3g | v7 o %.3g / %.3g state %.3g / %.3g "
-              "(max_abs_rel / rel_l2)\n",
+  std::printf("[ %s ] v8 o %.3g / %.3g state %.3g / %.3g | v8 W' Op o %.3g / %.3g state %.3g / "
+              "%.3g | v7 o %.3g / %.3g state %.3g / %.3g (max_abs_rel / rel_l2)\n",
               cs.name.c_str(), o8.max_abs_rel, o8.rel_l2, s8.max_abs_rel, s8.rel_l2,
-              o7.max_abs_rel, o7.rel_l2, s7.max_abs_rel, s7.rel_l2);
+              o8op.max_abs_rel, o8op.rel_l2, s8op.max_abs_rel, s8op.rel_l2, o7.max_abs_rel,
+              o7.rel_l2, s7.max_abs_rel, s7.rel_l2);
   const Tolerance ot = OutputTolerance(cs.dtype);
   const Tolerance stt = StateTolerance(cs.dtype, cs.state);
-  EXPECT_EQ(o8.nonfinite, 0) << "o: non-finite or unwritten entries";
-  EXPECT_EQ(s8.nonfinite, 0) << "state: non-finite or unwritten entries";
-  EXPECT_LE(o8.max_abs_rel, ot.max_abs_rel) << "o";
-  EXPECT_LE(o8.rel_l2, ot.rel_l2) << "o";
-  EXPECT_LE(s8.max_abs_rel, stt.max_abs_rel) << "state";
-  EXPECT_LE(s8.rel_l2, stt.rel_l2) << "state";
+  // v7's bars for both variants; "no worse than v7" for the default.
+  for (const bool hi_lo : {true, false}) {
+    const Errors& oe = hi_lo ? o8 : o8op;
+    const Errors& se = hi_lo ? s8 : s8op;
+    SCOPED_TRACE(hi_lo ? "W' hi + lo (default)" : "W' Op");
+    EXPECT_EQ(oe.nonfinite, 0) << "o: non-finite or unwritten entries";
+    EXPECT_EQ(se.nonfinite, 0) << "state: non-finite or unwritten entries";
+    EXPECT_LE(oe.max_abs_rel, ot.max_abs_rel) << "o";
+    EXPECT_LE(oe.rel_l2, ot.rel_l2) << "o";
+    EXPECT_LE(se.max_abs_rel, stt.max_abs_rel) << "state";
+    EXPECT_LE(se.rel_l2, stt.rel_l2) << "state";
+  }
   EXPECT_LE(o8.rel_l2, 1.5 * o7.rel_l2 + 1e-6) << "o: v8 less accurate than v7";
   EXPECT_LE(s8.rel_l2, 1.5 * s7.rel_l2 + 1e-6) << "state: v8 less accurate than v7";
 }
@@ -591,9 +610,11 @@ TEST(FusedChunkTiming, Rows) {
     Problem pr;
     MakeProblem(cs, pr);
     ASSERT_NE(pr.ws.ptr, nullptr);
-    CUDA_OK(RunV8(pr, nullptr));
+    CUDA_OK(RunV8(pr, nullptr, true));
+    CUDA_OK(RunV8(pr, nullptr, false));
     CUDA_OK(cudaDeviceSynchronize());
-    const float v8 = MedianMs([&] { (void)RunV8(pr, nullptr); }, 7);
+    const float v8 = MedianMs([&] { (void)RunV8(pr, nullptr, true); }, 7);
+    const float v8op = MedianMs([&] { (void)RunV8(pr, nullptr, false); }, 7);
     const ChunkArgs args = pr.Args();
     const TPrepWorkspace ws = TPrepLayout(pr.C, cs.Hqk, cs.Hv).At(pr.ws.ptr);
     const float tprep = MedianMs([&] { (void)LaunchTPrep(args, ws, kK, nullptr); }, 7);
@@ -603,13 +624,15 @@ TEST(FusedChunkTiming, Rows) {
     ASSERT_TRUE(v7.Run(pr.options, params, nullptr).ok());
     const float t7 = MedianMs([&] { (void)v7.Run(pr.options, params, nullptr); }, 7);
     CUDA_OK(cudaDeviceSynchronize());
-    const double chunk_steps = static_cast<double>(pr.C) * cs.Hv;
-    std::printf("[ timing ] %s bf16 fp32-state: v8 form P %.3f ms (TPrep %.3f ms, fused %.3f ms "
-                "by difference; %.2f us per (chunk, head) step per SM at 132 SMs) | v7 %.3f ms\n",
-                name.c_str(), v8, tprep, v8 - tprep,
-                (v8 - tprep) * 1e3 * std::min(132.0, static_cast<double>(pr.N) * cs.Hv) /
-                    chunk_steps,
-                t7);
+    // Per (chunk, head) step per SM: the fused kernel's time over the chunk
+    // steps one CTA (SM) walks, units = N Hv CTAs over min(units, 132) SMs.
+    const double steps_per_sm =
+        static_cast<double>(pr.C) * cs.Hv / std::min(132.0, static_cast<double>(pr.N) * cs.Hv);
+    std::printf("[ timing ] %s bf16 fp32-state: v8 form P %.3f ms (W' hi+lo) / %.3f ms (W' Op); "
+                "TPrep alone %.3f ms; fused kernel by difference %.3f / %.3f ms = %.2f / %.2f us "
+                "per (chunk, head) step per SM | v7 %.3f ms\n",
+                name.c_str(), v8, v8op, tprep, v8 - tprep, v8op - tprep,
+                (v8 - tprep) * 1e3 / steps_per_sm, (v8op - tprep) * 1e3 / steps_per_sm, t7);
   }
 }
 

@@ -8,6 +8,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "kernels/cuda/chunked/chunk_table.cuh"
 #include "kernels/cuda/chunked/fused_chunk.cuh"
 #include "kernels/cuda/chunked/tprep.h"
@@ -41,7 +43,7 @@ CUresult EncodeTileMap(CUtensorMap* map, CUtensorMapDataType dtype, const uint16
   return EncodeTensorMap2D(map, dtype, base, rows, 64, 128, 64, 64, TmaSwizzle::k128B);
 }
 
-template <typename In>
+template <typename In, bool kWHiLo>
 cudaError_t LaunchFused(const ChunkArgs& args, const TPrepWorkspace& ws, int64_t total_tokens,
                         cudaStream_t stream) {
   const CUtensorMapDataType dtype = std::is_same_v<In, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
@@ -64,7 +66,7 @@ cudaError_t LaunchFused(const ChunkArgs& args, const TPrepWorkspace& ws, int64_t
   for (const CUresult r : results) {
     if (r != CUDA_SUCCESS) return cudaErrorInvalidValue;
   }
-  auto* kernel = &FusedChunkKernel<In>;
+  auto* kernel = &FusedChunkKernel<In, kWHiLo>;
   constexpr int kBytes = FusedChunkSmem::kBytes;
   if (cudaError_t e =
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
@@ -101,7 +103,8 @@ cudaError_t FusedChunkSupports(const ChunkArgs& args, int head_dim_k, int head_d
 
 cudaError_t LaunchFusedChunkPrefill(const ChunkArgs& args, int head_dim_k, int head_dim_v,
                                     int64_t total_tokens, void* workspace,
-                                    size_t workspace_bytes, cudaStream_t stream) {
+                                    size_t workspace_bytes, cudaStream_t stream,
+                                    FusedChunkOptions options) {
   if (cudaError_t e = FusedChunkSupports(args, head_dim_k, head_dim_v); e != cudaSuccess) {
     return e;
   }
@@ -116,9 +119,14 @@ cudaError_t LaunchFusedChunkPrefill(const ChunkArgs& args, int head_dim_k, int h
       args.cu_seqlens, args.num_seqs, const_cast<int32_t*>(args.chunk_table));
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   if (cudaError_t e = LaunchTPrep(args, ws, head_dim_k, stream); e != cudaSuccess) return e;
+  const bool hi_lo = options.w_hi_lo;
   switch (args.io_dtype) {
-    case DType::kBF16: return LaunchFused<__nv_bfloat16>(args, ws, total_tokens, stream);
-    case DType::kF16: return LaunchFused<__half>(args, ws, total_tokens, stream);
+    case DType::kBF16:
+      return hi_lo ? LaunchFused<__nv_bfloat16, true>(args, ws, total_tokens, stream)
+                   : LaunchFused<__nv_bfloat16, false>(args, ws, total_tokens, stream);
+    case DType::kF16:
+      return hi_lo ? LaunchFused<__half, true>(args, ws, total_tokens, stream)
+                   : LaunchFused<__half, false>(args, ws, total_tokens, stream);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -24,6 +24,7 @@
 //   2. W'^T = V^T - (eg rk) o X_K      fp32; V^T by ldmatrix.trans
 //      O^T  = (scale eg rq) o X_Q
 //   3. U'^T = W'^T T''^T               m64n64k16 x 4 (hi) + x 4 (lo), A = W'^T
+//                                      (kWHiLo: + x 4, W' in hi + lo as well)
 //   4. S^T  = decay S^T                fp32
 //      O^T += U'^T P^T                 m64n64k16 x 4, A = U'^T
 //      S^T += (U'^T o (ed rk)) K       m64n128k16 x 4, A = decayed U'^T,
@@ -129,6 +130,20 @@ __device__ __forceinline__ uint32_t TransTileRow(uint32_t tile, int p2, int warp
   return tile + j * 128 + ((chunk16 ^ (j & 7)) << 4);
 }
 
+// AccToFragmentA (wgmma.cuh) in two parts: hi = the Op rounding of d, lo =
+// the Op rounding of d - hi (d ~ hi + lo to ~2^-16 relative for bf16).
+template <typename Op>
+__device__ __forceinline__ void AccToFragmentAHiLo(const float (&d)[64], int kk,
+                                                   uint32_t (&hi)[4], uint32_t (&lo)[4]) {
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const float x0 = d[8 * kk + 2 * r], x1 = d[8 * kk + 2 * r + 1];
+    hi[r] = PackPair<Op>(x0, x1);
+    const float2 h = Unpack2<Op>(hi[r]);
+    lo[r] = PackPair<Op>(x0 - h.x, x1 - h.y);
+  }
+}
+
 // B descriptors. K-major SW128 block at `block` (N rows x 64 K), k-step kk < 4.
 __device__ __forceinline__ uint64_t DescKMajor(uint32_t block, int kk) {
   return AdvanceWgmmaDescriptor(WgmmaDescSw128KMajor(block), 32 * kk);
@@ -187,7 +202,9 @@ __device__ __forceinline__ void ConsumerBarrier(int w) {
 // FusedChunkSmem::kBytes of dynamic shared memory. args: cu_seqlens,
 // chunk_table (filled), initial / final pages, pool, o, num_* , group_size,
 // scale, state_dtype (fp32 or bf16); `decay` = the workspace's decay [ch].
-template <typename In>
+// kWHiLo: W' enters U' in Op hi + lo parts (12 k-steps instead of 8), see
+// step 3 and FusedChunkOptions (fused_chunk.h).
+template <typename In, bool kWHiLo>
 __global__ void __launch_bounds__(kFusedThreads, 1)
     FusedChunkKernel(const __grid_constant__ FusedChunkMaps maps, const ChunkArgs args,
                      const float* __restrict__ decay) {
@@ -341,14 +358,22 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
       }
     }
 
-    // 3. U'^T = W'^T (T_hi + T_lo)^T.
+    // 3. U'^T = W'^T (T_hi + T_lo)^T; with kWHiLo, W' = W_hi + W_lo too:
+    // W_hi T_hi + W_hi T_lo + W_lo T_hi (W_lo T_lo, ~2^-16 x 2^-16, dropped).
     float u[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i) u[i] = 0.f;
     {
       uint32_t aw[4][4];
+      uint32_t aw_lo[kWHiLo ? 4 : 1][4];
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) AccToFragmentA<Op>(x, kk, aw[kk]);
+      for (int kk = 0; kk < 4; ++kk) {
+        if constexpr (kWHiLo) {
+          AccToFragmentAHiLo<Op>(x, kk, aw[kk], aw_lo[kk]);
+        } else {
+          AccToFragmentA<Op>(x, kk, aw[kk]);
+        }
+      }
       WgmmaFenceOperands(u);
       WgmmaFence();
 #pragma unroll
@@ -360,11 +385,22 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
       for (int kk = 0; kk < 4; ++kk) {
         WgmmaRs<Op, 64, 0>(u, aw[kk], DescKMajor(st + Sm::kTLo, kk), true);
       }
+      if constexpr (kWHiLo) {
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          WgmmaFenceOperands(aw_lo[kk]);
+          WgmmaRs<Op, 64, 0>(u, aw_lo[kk], DescKMajor(st + Sm::kTHi, kk), true);
+        }
+      }
       WgmmaCommitGroup();
       WgmmaWaitGroup<0>();
       WgmmaFenceOperands(u);
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) WgmmaFenceOperands(aw[kk]);
+      if constexpr (kWHiLo) {
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) WgmmaFenceOperands(aw_lo[kk]);
+      }
     }
 
     // 4. S^T = decay S^T + (U'^T o (ed rk)) K and O^T += U'^T P^T, one batch.

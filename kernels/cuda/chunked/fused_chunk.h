@@ -20,6 +20,17 @@
 
 namespace gdn::cuda::chunked {
 
+// Precision knobs of the fused kernel (compile-time instances).
+struct FusedChunkOptions {
+  // W' = V^T - (e^G rk) o X_K enters U' = W' T''^T in Op hi + lo parts
+  // (+50% of that product's k-steps). U' = T'' W' cancels strongly where
+  // tokens are alike (all-equal inputs: the rows of U' are small differences
+  // of O(|v|) terms), so a single Op rounding of W' costs ~2^-9 |W'| per
+  // entry of U' where v7, which forms U = T beta V in fp32 first, loses
+  // ~2^-9 |U|. Default on until the device shows it is not needed.
+  bool w_hi_lo = true;
+};
+
 // Bytes of the workspace a call with these counts needs (TPrepLayout's total).
 size_t FusedChunkWorkspaceBytes(int64_t num_chunks, int num_qk_heads, int num_v_heads);
 
@@ -39,7 +50,8 @@ cudaError_t FusedChunkSupports(const ChunkArgs& args, int head_dim_k, int head_d
 // o is NaN and no page is written. Returns the first error.
 cudaError_t LaunchFusedChunkPrefill(const ChunkArgs& args, int head_dim_k, int head_dim_v,
                                     int64_t total_tokens, void* workspace,
-                                    size_t workspace_bytes, cudaStream_t stream);
+                                    size_t workspace_bytes, cudaStream_t stream,
+                                    FusedChunkOptions options = {});
 
 }  // namespace gdn::cuda::chunked
 
