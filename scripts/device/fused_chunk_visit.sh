@@ -22,9 +22,27 @@ say() { echo "== $* ($(date -u +%H:%M:%S))" | tee -a "$LOG"; }
 tee -a "$LOG" 2>/dev/null < .bundle/COMMIT
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader | tee -a "$LOG"
 
+# Line-buffered output, so that a run killed by its timeout still shows the
+# case it was in ("[ RUN ]" without its "[ OK ]").
+LB=()
+command -v stdbuf > /dev/null && LB=(stdbuf -oL -eL)
+# Smoke first: one small case alone. A kernel that hangs (a barrier whose
+# bytes never arrive) stops the step here after 30 s instead of 4 minutes.
+say "fused_chunk: smoke (len65_bf16 alone, timeout 30)"
+timeout 30 "${LB[@]}" "$B/fused_chunk_test" --gtest_filter='Cases/FusedChunkTest.MatchesFloat64AndV7/len65_bf16' \
+  > /tmp/fused_chunk_smoke.txt 2>&1
+rc=$?
+echo "smoke: rc $rc (124: timed out, i.e. the kernel hangs)" | tee -a "$LOG"
+grep -E '^\[ +(RUN|OK|FAILED) +\]|max_abs_rel|Failure|Expected|Which is|rror' /tmp/fused_chunk_smoke.txt \
+  | head -30 | tee -a "$LOG"
+if [ $rc = 124 ]; then
+  say "done (the smoke case hung; nothing else run)"
+  exit 0
+fi
+
 say "fused_chunk: fused_chunk_test (timeout 240)"
 TMP=/tmp/fused_chunk_test.txt
-timeout 240 "$B/fused_chunk_test" > "$TMP" 2>&1
+timeout 240 "${LB[@]}" "$B/fused_chunk_test" > "$TMP" 2>&1
 rc=$?
 echo "fused_chunk_test: rc $rc $(grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$TMP" | tr '\n' ' ')" | tee -a "$LOG"
 grep -E '^\[ +(OK|FAILED|SKIPPED) +\] ' "$TMP" | sed -e 's/, where GetParam.*//' -e 's/ ([0-9]* ms)$//' | tee -a "$LOG"
