@@ -46,7 +46,7 @@ timeout 240 "${LB[@]}" "$B/fused_chunk_test" > "$TMP" 2>&1
 rc=$?
 echo "fused_chunk_test: rc $rc $(grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$TMP" | tr '\n' ' ')" | tee -a "$LOG"
 grep -E '^\[ +(OK|FAILED|SKIPPED) +\] ' "$TMP" | sed -e 's/, where GetParam.*//' -e 's/ ([0-9]* ms)$//' | tee -a "$LOG"
-grep -E '\(max_abs_rel / rel_l2\)|^\[ timing \]' "$TMP" | tee -a "$LOG"
+grep -E '\(max_abs_rel / rel_l2\)|^\[ timing \]|worst o:' "$TMP" | tee -a "$LOG"
 if [ $rc != 0 ]; then
   echo "-- failure excerpts" >> "$LOG"
   grep -E "Failure|Expected|Which is|less accurate|rror|timed out|non-finite|unwritten" "$TMP" | head -80 >> "$LOG"

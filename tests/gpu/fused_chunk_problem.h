@@ -105,26 +105,41 @@ struct Buf {
 struct Errors {
   double max_abs_rel = 0, rel_l2 = 0;
   int64_t nonfinite = 0;
+  // The first non-finite entry, else the largest error: its index and, for
+  // the final states, its sequence (the test decodes them for the log).
+  size_t worst = 0;
+  int worst_seq = 0;
 };
-inline Errors Compare(const std::vector<float>& got, const std::vector<double>& want, size_t begin,
-               size_t count) {
+inline Errors Compare(const std::vector<float>& got, const std::vector<double>& want,
+                      size_t begin, size_t count) {
   Errors e;
-  double max_ref = 0, max_err = 0, ss_ref = 0, ss_err = 0;
+  double max_ref = 0, max_err = -1, ss_ref = 0, ss_err = 0;
   for (size_t i = begin; i < begin + count; ++i) {
     const double d = static_cast<double>(got[i]) - want[i];
-    if (!std::isfinite(got[i])) ++e.nonfinite;
+    if (!std::isfinite(got[i])) {
+      if (e.nonfinite == 0) e.worst = i;
+      ++e.nonfinite;
+    } else if (e.nonfinite == 0 && std::fabs(d) > max_err) {
+      max_err = std::fabs(d);
+      e.worst = i;
+    }
     max_ref = std::max(max_ref, std::fabs(want[i]));
-    max_err = std::max(max_err, std::fabs(d));
     ss_ref += want[i] * want[i];
     ss_err += d * d;
   }
+  max_err = std::max(max_err, 0.0);
   e.max_abs_rel = max_ref > 0 ? max_err / max_ref : max_err;
   e.rel_l2 = ss_ref > 0 ? std::sqrt(ss_err / ss_ref) : std::sqrt(ss_err);
   if (e.nonfinite > 0) e.max_abs_rel = e.rel_l2 = INFINITY;
   return e;
 }
-// Worst over a list (per-sequence states).
-inline void Worse(Errors& into, const Errors& e) {
+// Worst over a list (per-sequence states); `seq` is e's sequence.
+inline void Worse(Errors& into, const Errors& e, int seq) {
+  if (e.nonfinite > 0 ? into.nonfinite == 0 : (into.nonfinite == 0 &&
+                                               e.max_abs_rel > into.max_abs_rel)) {
+    into.worst = e.worst;
+    into.worst_seq = seq;
+  }
   into.max_abs_rel = std::max(into.max_abs_rel, e.max_abs_rel);
   into.rel_l2 = std::max(into.rel_l2, e.rel_l2);
   into.nonfinite += e.nonfinite;
@@ -375,7 +390,7 @@ inline void Score(const Problem& pr, const Result& r, const oracle::Outputs& wan
   o_err = Compare(r.o, want.o, 0, want.o.size());
   s_err = Errors{};
   for (int s = 0; s < pr.N; ++s) {
-    Worse(s_err, Compare(r.states[s], want.final_states[s], 0, want.final_states[s].size()));
+    Worse(s_err, Compare(r.states[s], want.final_states[s], 0, want.final_states[s].size()), s);
   }
 }
 

@@ -121,6 +121,17 @@ TEST_P(FusedChunkTest, MatchesFloat64AndV7) {
               o7.rel_l2, s7.max_abs_rel, s7.rel_l2);
   const Tolerance ot = OutputTolerance(cs.dtype);
   const Tolerance stt = StateTolerance(cs.dtype, cs.state);
+  // Where the default variant is worst (for reading a failure: a layout
+  // error shows as a pattern of tokens, heads or columns).
+  if (o8.nonfinite > 0 || o8.max_abs_rel > ot.max_abs_rel || s8.nonfinite > 0 ||
+      s8.max_abs_rel > stt.max_abs_rel) {
+    const size_t hv = static_cast<size_t>(cs.Hv);
+    std::printf("[ %s ] worst o: token %zu head %zu column %zu (%lld non-finite); worst state: "
+                "sequence %d head %zu k %zu v %zu (%lld non-finite)\n",
+                cs.name.c_str(), o8.worst / (hv * kV), (o8.worst / kV) % hv, o8.worst % kV,
+                static_cast<long long>(o8.nonfinite), s8.worst_seq, s8.worst / (kK * kV),
+                (s8.worst / kV) % kK, s8.worst % kV, static_cast<long long>(s8.nonfinite));
+  }
   // v7's bars for both variants; "no worse than v7" for the default.
   for (const bool hi_lo : {true, false}) {
     const Errors& oe = hi_lo ? o8 : o8op;
