@@ -268,7 +268,8 @@ TEST(FusedChunkTiming, Rows) {
       {"16/32 8 x 1024", std::vector<int>(8, 1024)},
   };
   for (const auto& [name, lens] : rows) {
-    const Case cs{"timing", DType::kBF16, 16, 32, lens, Gate::kMild};
+    Case cs{"timing", DType::kBF16, 16, 32, lens, Gate::kMild};
+    cs.timing_only = true;
     Problem pr;
     MakeProblem(cs, pr);
     ASSERT_NE(pr.ws.ptr, nullptr);
