@@ -115,10 +115,13 @@ cudaError_t LaunchFusedChunkPrefill(const ChunkArgs& args, int head_dim_k, int h
     return cudaErrorInvalidValue;
   }
   const TPrepWorkspace ws = layout.At(workspace);
-  ChunkTableKernel<kTableThreads><<<1, kTableThreads, 0, stream>>>(
-      args.cu_seqlens, args.num_seqs, const_cast<int32_t*>(args.chunk_table));
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  if (cudaError_t e = LaunchTPrep(args, ws, head_dim_k, stream); e != cudaSuccess) return e;
+  if (options.stages & 1) {
+    ChunkTableKernel<kTableThreads><<<1, kTableThreads, 0, stream>>>(
+        args.cu_seqlens, args.num_seqs, const_cast<int32_t*>(args.chunk_table));
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    if (cudaError_t e = LaunchTPrep(args, ws, head_dim_k, stream); e != cudaSuccess) return e;
+  }
+  if (!(options.stages & 2)) return cudaSuccess;
   const bool hi_lo = options.w_hi_lo;
   switch (args.io_dtype) {
     case DType::kBF16:

@@ -29,6 +29,10 @@ struct FusedChunkOptions {
   // entry of U' where v7, which forms U = T beta V in fp32 first, loses
   // ~2^-9 |U|. Default on until the device shows it is not needed.
   bool w_hi_lo = true;
+  // Benchmarks only: bit 0 runs the chunk table and TPrep, bit 1 the fused
+  // kernel; 3 (both) is the operator. The fused kernel alone reuses the
+  // table and workspace of an earlier call with the same arguments.
+  int stages = 3;
 };
 
 // Bytes of the workspace a call with these counts needs (TPrepLayout's total).
