@@ -6,7 +6,9 @@
 #     when any of tma_test, wgmma_layout_test, wgmma_test,
 #     warp_specialised_pipeline_test is bundled;
 #  2. tprep_visit.sh (the v8 prefill's T'' / P preparation against float64),
-#     when tprep_test is bundled, and chunked_prefill_test (v7) when bundled;
+#     when tprep_test is bundled, fused_chunk_visit.sh (v8 step 2, the fused
+#     kernel against float64 and v7) when fused_chunk_test is bundled, and
+#     chunked_prefill_test (v7) when bundled;
 #  3. cuda_regions_test (CheckValues), when bundled;
 #  4. prefill_state_bench: the long rows by state dtype (issue 19's
 #     prefill within 5% of fp32), when bundled (PREFILL_ROWS);
@@ -58,6 +60,11 @@ fi
 if part tprep && [ -x "$B/tprep_test" ]; then
   say "tprep"
   OUT=$PARTS_DIR/tprep bash scripts/device/tprep_visit.sh >> "$LOG" 2>&1
+fi
+# v8 step 2: the fused kernel, form P, against float64 and v7, with timings.
+if part tprep && [ -x "$B/fused_chunk_test" ]; then
+  say "fused_chunk"
+  OUT=$PARTS_DIR/fused_chunk bash scripts/device/fused_chunk_visit.sh >> "$LOG" 2>&1
 fi
 # The v7 chunked prefill (its chunk table moved to chunked/chunk_table.cuh).
 if part tprep && [ -x "$B/chunked_prefill_test" ]; then

@@ -1,0 +1,487 @@
+// FusedChunkKernel, form P (v8 chunked prefill, bench/prefill/HOPPER_DESIGN.md
+// §4.1, §4.3, §5 step 2): one CTA per (sequence, value head) walks the
+// sequence's 64-token chunks in order with the state S^T in registers, and
+// reads the per-chunk factors T'' (hi + lo), P and the gate vectors that
+// TPrep (tprep.cuh) wrote into the workspace (tprep_args.h) by TMA.
+// K = V = 128, bf16 or fp16 inputs (Op = the input type), fp32 or bf16 pages.
+//
+// ---- Roles (384 threads, three warpgroups) -----------------------------------
+//   WG 0  producer (setmaxnreg 40): thread 0 issues every TMA load of a
+//         chunk into a ring stage and arms its "full" barrier; the other
+//         producer threads exit.
+//   WG 1, 2  consumers (setmaxnreg 232): WG 1 + w owns V columns
+//         [64 w, 64 w + 64), i.e. rows 64 w .. of S^T [V][K], as one
+//         m64n128 fp32 accumulator (64 registers per thread; element i of
+//         thread t is S^T(64 w + AccRow(t, i), AccCol(t, i)), wgmma.cuh).
+// The two consumers never talk to each other: each runs the whole chain on
+// its 64 rows and releases a stage by arriving on its "empty" barrier.
+//
+// ---- The chain per chunk (tokens t0 .. t0 + L - 1; j, i token indices) -------
+// With eg = e^G, ed = e^{G_last - G}, rq, rk (inverse norms), decay =
+// e^{G_last} from TPrep (all 0 for padding tokens, decay per chunk):
+//   1. X = S^T [K | Q]^T               m64n128k16 x 8, A = S^T in Op (registers),
+//                                      B = the k and q tiles (K-major)
+//   2. W'^T = V^T - (eg rk) o X_K      fp32; V^T by ldmatrix.trans
+//      O^T  = (scale eg rq) o X_Q
+//   3. U'^T = W'^T T''^T               m64n64k16 x 4 (hi) + x 4 (lo), A = W'^T
+//                                      (kWHiLo: + x 4, W' in hi + lo as well)
+//   4. S^T  = decay S^T                fp32
+//      O^T += U'^T P^T                 m64n64k16 x 4, A = U'^T
+//      S^T += (U'^T o (ed rk)) K       m64n128k16 x 4, A = decayed U'^T,
+//                                      B = the k tile (MN-major)
+//   5. O^T -> o rows < L (stmatrix.trans into a staging tile, 16-byte stores).
+// Padding tokens (j >= L) contribute nothing: T'' has zero rows and columns
+// there (U' = 0 for them, and W' of a padding token never enters U'), P has
+// zero columns, ed rk = 0; their o rows are not stored. Their q, k, v tiles
+// may hold the next sequence's tokens (a box runs on) or TMA's zero fill
+// (past the tensor): finite either way.
+//
+// ---- Shared memory (one ring stage; every tile 1024-byte aligned) -------------
+//   qk    32 KB  [k block 0][q block 0][k block 1][q block 1], block b = K
+//                columns [64 b, 64 b + 64) of 64 tokens, 8 KB, the SW128
+//                image of a TMA box (64, 1, 64). Read K-major as one
+//                N = 128 B operand per block for X (rows 0-63 k, 64-127 q:
+//                SBO 1024 steps 8 rows, so q follows k), MN-major for the
+//                update (N blocks 16 KB apart).
+//   v     16 KB  [v block 0][v block 1], block w = V columns [64 w, 64 w + 64)
+//   t_hi, t_lo, p  8 KB each: [64 rows i][64 columns j] SW128 (K-major B)
+//   gates  1 KB  eg, ed [64] of (chunk, h); rq, rk [64] of (chunk, hq)
+// Two stages (146 KB), then two o staging tiles (8 KB each, SW128, one per
+// consumer): 162 KB + 1 KB alignment slack.
+#ifndef GDN_KERNELS_CUDA_CHUNKED_FUSED_CHUNK_CUH_
+#define GDN_KERNELS_CUDA_CHUNKED_FUSED_CHUNK_CUH_
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/chunked/chunk_args.h"
+#include "kernels/cuda/chunked/mma_16bit.cuh"
+#include "kernels/cuda/common/mbarrier.cuh"
+#include "kernels/cuda/common/page_ids.cuh"
+#include "kernels/cuda/common/tma.cuh"
+#include "kernels/cuda/common/wgmma.cuh"
+#include "kernels/gdn_types.h"
+
+namespace gdn::cuda::chunked {
+
+inline constexpr int kFusedThreads = 384;
+inline constexpr int kFusedStages = 2;
+inline constexpr int kFusedProducerRegs = 40;
+inline constexpr int kFusedConsumerRegs = 232;  // 128 x (40 + 2 x 232) <= 64 K
+
+// The tensor maps of one call (host: fused_chunk.cu). Element types: q, k, v,
+// t_hi, t_lo, p the input type; eg, ed, rq, rk fp32.
+//   q, k  3-D (K, Hqk, T), box (64, 1, 64), SWIZZLE_128B
+//   v     3-D (V, Hv, T),  box (64, 1, 64), SWIZZLE_128B
+//   t_hi, t_lo, p  2-D (64, num_chunks * Hv * 64), box (64, 64), SWIZZLE_128B
+//   eg, ed 2-D (64, num_chunks * Hv), rq, rk 2-D (64, num_chunks * Hqk),
+//          box (64, 1), no swizzle
+struct FusedChunkMaps {
+  CUtensorMap q, k, v, t_hi, t_lo, p, eg, ed, rq, rk;
+};
+
+// Byte offsets in the dynamic shared memory (after AlignShared<1024>).
+struct FusedChunkSmem {
+  static constexpr uint32_t kQk = 0;
+  static constexpr uint32_t kV = 32768;
+  static constexpr uint32_t kTHi = 49152;
+  static constexpr uint32_t kTLo = 57344;
+  static constexpr uint32_t kP = 65536;
+  static constexpr uint32_t kGates = 73728;  // eg +0, ed +256, rq +512, rk +768
+  static constexpr uint32_t kStageBytes = 74752;
+  static constexpr uint32_t kTxBytes = 74752;  // every byte of a stage comes by TMA
+  static constexpr uint32_t kOut = kFusedStages * kStageBytes;  // + 8192 w
+  static constexpr uint32_t kBytes = kOut + 2 * 8192 + 1024;     // + alignment slack
+  static_assert(kStageBytes % 1024 == 0, "stages 1024-aligned");
+  static_assert(kTxBytes == 3 * 16384 + 3 * 8192 + 4 * 256, "stage = q, k, v, T'' x 2, P, gates");
+};
+
+// ldmatrix / stmatrix .x4 .trans on four 8 x 8 blocks of 16-bit values;
+// `addr` is this lane's row address (lanes 8 r .. 8 r + 7: block r's rows).
+// Thread (group g, tig q) gets / gives, per block r, the pair (column g of
+// the memory block; rows 2 q, 2 q + 1), row 2 q in the lower half.
+__device__ __forceinline__ void LdsmX4Trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+__device__ __forceinline__ void StsmX4Trans(uint32_t addr, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                   addr),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
+// Address, for lane `lane` of warp `warp` of a consumer warpgroup, of the
+// ldmatrix / stmatrix row that pass p2 (0..3) of a [64 tokens][64 columns]
+// SW128 tile at `tile` touches. Pass p2 covers accumulator elements
+// i = 8 p2 .. 8 p2 + 7 of an m64n64 accumulator whose rows are the tile's
+// columns and whose columns are the tile's tokens: block r = lane / 8 is
+// token block jb = 2 p2 + r / 2 and row half hh = r % 2 (rows
+// 16 warp + 8 hh ..), so register r of the pass holds elements
+// 8 p2 + 2 r, + 1 (the pair of tokens 8 jb + 2 q, + 1 at row 16 warp + 8 hh + g).
+__device__ __forceinline__ uint32_t TransTileRow(uint32_t tile, int p2, int warp, int lane) {
+  const int r = lane >> 3;
+  const int j = 8 * (2 * p2 + (r >> 1)) + (lane & 7);
+  const int chunk16 = 2 * warp + (r & 1);  // 16-byte chunk of the 128-byte row
+  return tile + j * 128 + ((chunk16 ^ (j & 7)) << 4);
+}
+
+// AccToFragmentA (wgmma.cuh) in two parts: hi = the Op rounding of d, lo =
+// the Op rounding of d - hi (d ~ hi + lo to ~2^-16 relative for bf16).
+template <typename Op>
+__device__ __forceinline__ void AccToFragmentAHiLo(const float (&d)[64], int kk,
+                                                   uint32_t (&hi)[4], uint32_t (&lo)[4]) {
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const float x0 = d[8 * kk + 2 * r], x1 = d[8 * kk + 2 * r + 1];
+    hi[r] = PackPair<Op>(x0, x1);
+    const float2 h = Unpack2<Op>(hi[r]);
+    lo[r] = PackPair<Op>(x0 - h.x, x1 - h.y);
+  }
+}
+
+// B descriptors. K-major SW128 block at `block` (N rows x 64 K), k-step kk < 4.
+__device__ __forceinline__ uint64_t DescKMajor(uint32_t block, int kk) {
+  return AdvanceWgmmaDescriptor(WgmmaDescSw128KMajor(block), 32 * kk);
+}
+
+// S^T [64 rows of this WG][K] from the initial page (head h; element (d, e)
+// of the page at h K V + d V + e, e = V column = S^T row); zero for
+// kZeroStatePage, NaN when the page ids are not usable.
+template <int K, int V>
+__device__ __forceinline__ void LoadStateRows(float (&s)[64], const ChunkArgs& args, int ip,
+                                              bool pages_ok, int h, int row0, int t) {
+  const char* page = nullptr;
+  if (pages_ok && ip != kZeroStatePage) page = args.pool_base + ip * args.page_bytes;
+  const int64_t head = static_cast<int64_t>(h) * K * V;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {
+    const int64_t at = head + static_cast<int64_t>(AccCol(t, i)) * V + row0 + AccRow(t, i);
+    float x = 0.f;
+    if (!pages_ok) {
+      x = __int_as_float(0x7fc00000);
+    } else if (page != nullptr) {
+      x = args.state_dtype == StateDType::kF32
+              ? reinterpret_cast<const float*>(page)[at]
+              : __bfloat162float(reinterpret_cast<const bf16*>(page)[at]);
+    }
+    s[i] = x;
+  }
+}
+
+template <int K, int V>
+__device__ __forceinline__ void StoreStateRows(const float (&s)[64], const ChunkArgs& args,
+                                               int fp, int h, int row0, int t) {
+  char* page = args.pool_base + static_cast<int64_t>(fp) * args.page_bytes;
+  const int64_t head = static_cast<int64_t>(h) * K * V;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {
+    const int64_t at = head + static_cast<int64_t>(AccCol(t, i)) * V + row0 + AccRow(t, i);
+    if (args.state_dtype == StateDType::kF32) {
+      reinterpret_cast<float*>(page)[at] = s[i];
+    } else {
+      reinterpret_cast<bf16*>(page)[at] = __float2bfloat16_rn(s[i]);
+    }
+  }
+}
+
+// Named barrier over one consumer warpgroup (ids 1, 2; 0 is __syncthreads).
+__device__ __forceinline__ void ConsumerBarrier(int w) {
+  if (w == 0) {
+    asm volatile("bar.sync 1, 128;\n" ::: "memory");
+  } else {
+    asm volatile("bar.sync 2, 128;\n" ::: "memory");
+  }
+}
+
+// Grid N * Hv (block = n * Hv + h), kFusedThreads threads,
+// FusedChunkSmem::kBytes of dynamic shared memory. args: cu_seqlens,
+// chunk_table (filled), initial / final pages, pool, o, num_* , group_size,
+// scale, state_dtype (fp32 or bf16); `decay` = the workspace's decay [ch].
+// kWHiLo: W' enters U' in Op hi + lo parts (12 k-steps instead of 8), see
+// step 3 and FusedChunkOptions (fused_chunk.h).
+template <typename In, bool kWHiLo>
+__global__ void __launch_bounds__(kFusedThreads, 1)
+    FusedChunkKernel(const __grid_constant__ FusedChunkMaps maps, const ChunkArgs args,
+                     const float* __restrict__ decay) {
+  using Op = OperandFor<In>;
+  static_assert(sizeof(Op) == 2 && sizeof(In) == 2, "16-bit inputs and operands");
+  constexpr int K = 128, V = 128;
+  using Sm = FusedChunkSmem;
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  uint8_t* smem = AlignShared<1024>(smem_raw);
+  __shared__ uint64_t full[kFusedStages];
+  __shared__ uint64_t empty[kFusedStages];
+
+  const int Hv = args.num_v_heads;
+  const int n = blockIdx.x / Hv, h = blockIdx.x % Hv;
+  const int hq = h / args.group_size;
+  const int seq_t0 = args.cu_seqlens[n], seq_end = args.cu_seqlens[n + 1];
+  const int c_first = args.chunk_table[n];
+  const int num_chunks = args.chunk_table[n + 1] - c_first;
+  const int wg = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kFusedStages; ++s) {
+      MbarrierInit(&full[s], 1);
+      MbarrierInit(&empty[s], 256);  // every consumer thread releases
+    }
+    FenceMbarrierInit();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ---- producer ---------------------------------------------------------------
+    SetMaxNRegDecrease<kFusedProducerRegs>();
+    if (threadIdx.x == 0) {
+      TmaPrefetchDescriptor(&maps.q);
+      TmaPrefetchDescriptor(&maps.k);
+      TmaPrefetchDescriptor(&maps.v);
+      TmaPrefetchDescriptor(&maps.t_hi);
+      TmaPrefetchDescriptor(&maps.t_lo);
+      TmaPrefetchDescriptor(&maps.p);
+      TmaPrefetchDescriptor(&maps.eg);
+      TmaPrefetchDescriptor(&maps.ed);
+      TmaPrefetchDescriptor(&maps.rq);
+      TmaPrefetchDescriptor(&maps.rk);
+      for (int cc = 0; cc < num_chunks; ++cc) {
+        const int stage = cc % kFusedStages;
+        const uint32_t use = cc / kFusedStages;
+        MbarrierWait(&empty[stage], (use & 1) ^ 1);  // use 0 passes at once
+        uint8_t* st = smem + stage * Sm::kStageBytes;
+        uint64_t* bar = &full[stage];
+        const int t0 = seq_t0 + cc * kChunk;
+        const int c = c_first + cc;
+        const int ch = c * Hv + h;
+        const int cq = c * args.num_qk_heads + hq;
+        MbarrierArriveExpectTx(bar, Sm::kTxBytes);
+#pragma unroll
+        for (int b = 0; b < 2; ++b) {
+          TmaLoad3D(st + Sm::kQk + b * 16384, &maps.k, bar, 64 * b, hq, t0);
+          TmaLoad3D(st + Sm::kQk + b * 16384 + 8192, &maps.q, bar, 64 * b, hq, t0);
+          TmaLoad3D(st + Sm::kV + b * 8192, &maps.v, bar, 64 * b, h, t0);
+        }
+        TmaLoad2D(st + Sm::kTHi, &maps.t_hi, bar, 0, ch * 64);
+        TmaLoad2D(st + Sm::kTLo, &maps.t_lo, bar, 0, ch * 64);
+        TmaLoad2D(st + Sm::kP, &maps.p, bar, 0, ch * 64);
+        TmaLoad2D(st + Sm::kGates, &maps.eg, bar, 0, ch);
+        TmaLoad2D(st + Sm::kGates + 256, &maps.ed, bar, 0, ch);
+        TmaLoad2D(st + Sm::kGates + 512, &maps.rq, bar, 0, cq);
+        TmaLoad2D(st + Sm::kGates + 768, &maps.rk, bar, 0, cq);
+      }
+    }
+    return;  // no CTA-wide barrier follows
+  }
+
+  // ---- consumers ------------------------------------------------------------------
+  SetMaxNRegIncrease<kFusedConsumerRegs>();
+  const int w = wg - 1;        // V columns 64 w ..
+  const int t = threadIdx.x & 127;
+  const int warp = t >> 5, lane = t & 31, q4 = lane & 3;
+  const int row0 = 64 * w;
+  const uint32_t base = SharedAddress32(smem);
+  const uint32_t out_tile = base + Sm::kOut + 8192 * w;
+
+  const int ip = args.initial_pages[n], fp = args.final_pages[n];
+  const bool pages_ok =
+      GDN_PAGE_IN_POOL_OR_ZERO(ip, args.num_pages) && GDN_PAGE_IN_POOL(fp, args.num_pages);
+  float s[64];
+  LoadStateRows<K, V>(s, args, ip, pages_ok, h, row0, t);
+
+  for (int cc = 0; cc < num_chunks; ++cc) {
+    const int stage = cc % kFusedStages;
+    const uint32_t use = cc / kFusedStages;
+    const int t0 = seq_t0 + cc * kChunk;
+    const int L = min(kChunk, seq_end - t0);
+    const int64_t ch = static_cast<int64_t>(c_first + cc) * Hv + h;
+    const float chunk_decay = decay[ch];
+    const uint32_t st = base + stage * Sm::kStageBytes;
+    const float* gates = reinterpret_cast<const float*>(smem + stage * Sm::kStageBytes + Sm::kGates);
+    MbarrierWait(&full[stage], use & 1);
+
+    // 1. X = S^T [K | Q]^T: columns 0-63 X_K, 64-127 X_Q (tokens).
+    float x[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) x[i] = 0.f;
+    {
+      uint32_t a[8][4];
+#pragma unroll
+      for (int kk = 0; kk < 8; ++kk) AccToFragmentA<Op>(s, kk, a[kk]);
+      WgmmaFenceOperands(x);
+      WgmmaFence();
+#pragma unroll
+      for (int kk = 0; kk < 8; ++kk) {
+        WgmmaFenceOperands(a[kk]);
+        WgmmaRs<Op, 128, 0>(x, a[kk], DescKMajor(st + Sm::kQk + (kk / 4) * 16384, kk % 4),
+                            kk > 0);
+      }
+      WgmmaCommitGroup();
+      WgmmaWaitGroup<0>();
+      WgmmaFenceOperands(x);
+#pragma unroll
+      for (int kk = 0; kk < 8; ++kk) WgmmaFenceOperands(a[kk]);
+    }
+
+    // 2. W'^T (x[0..31]) and O^T (x[32..63]) in fp32. Element i = 4 jb + 2 hh + e
+    // is token j = 8 jb + 2 q4 + e; V^T's pair k = 2 jb + hh holds i = 2k, 2k + 1.
+    {
+      uint32_t vt[16];
+#pragma unroll
+      for (int p2 = 0; p2 < 4; ++p2) {
+        uint32_t r[4];
+        LdsmX4Trans(r, TransTileRow(st + Sm::kV + 8192 * w, p2, warp, lane));
+#pragma unroll
+        for (int e = 0; e < 4; ++e) vt[4 * p2 + e] = r[e];
+      }
+      const float scale = args.scale;
+#pragma unroll
+      for (int jb = 0; jb < 8; ++jb) {
+        const int j = 8 * jb + 2 * q4;
+        const float2 eg = *reinterpret_cast<const float2*>(gates + j);
+        const float2 rq = *reinterpret_cast<const float2*>(gates + 128 + j);
+        const float2 rk = *reinterpret_cast<const float2*>(gates + 192 + j);
+        const float fk0 = eg.x * rk.x, fk1 = eg.y * rk.y;
+        const float fq0 = scale * eg.x * rq.x, fq1 = scale * eg.y * rq.y;
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int i = 4 * jb + 2 * hh;
+          const float2 vv = Unpack2<Op>(vt[2 * jb + hh]);
+          x[i] = fmaf(-fk0, x[i], vv.x);
+          x[i + 1] = fmaf(-fk1, x[i + 1], vv.y);
+          x[32 + i] *= fq0;
+          x[33 + i] *= fq1;
+        }
+      }
+    }
+
+    // 3. U'^T = W'^T (T_hi + T_lo)^T; with kWHiLo, W' = W_hi + W_lo too:
+    // W_hi T_hi + W_hi T_lo + W_lo T_hi (W_lo T_lo, ~2^-16 x 2^-16, dropped).
+    float u[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) u[i] = 0.f;
+    {
+      uint32_t aw[4][4];
+      uint32_t aw_lo[kWHiLo ? 4 : 1][4];
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        if constexpr (kWHiLo) {
+          AccToFragmentAHiLo<Op>(x, kk, aw[kk], aw_lo[kk]);
+        } else {
+          AccToFragmentA<Op>(x, kk, aw[kk]);
+        }
+      }
+      WgmmaFenceOperands(u);
+      WgmmaFence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        WgmmaFenceOperands(aw[kk]);
+        WgmmaRs<Op, 64, 0>(u, aw[kk], DescKMajor(st + Sm::kTHi, kk), kk > 0);
+      }
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        WgmmaRs<Op, 64, 0>(u, aw[kk], DescKMajor(st + Sm::kTLo, kk), true);
+      }
+      if constexpr (kWHiLo) {
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          WgmmaFenceOperands(aw_lo[kk]);
+          WgmmaRs<Op, 64, 0>(u, aw_lo[kk], DescKMajor(st + Sm::kTHi, kk), true);
+        }
+      }
+      WgmmaCommitGroup();
+      WgmmaWaitGroup<0>();
+      WgmmaFenceOperands(u);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) WgmmaFenceOperands(aw[kk]);
+      if constexpr (kWHiLo) {
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) WgmmaFenceOperands(aw_lo[kk]);
+      }
+    }
+
+    // 4. S^T = decay S^T + (U'^T o (ed rk)) K and O^T += U'^T P^T, one batch.
+    float o[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) o[i] = x[32 + i];
+    {
+      float ud[32];
+#pragma unroll
+      for (int jb = 0; jb < 8; ++jb) {
+        const int j = 8 * jb + 2 * q4;
+        const float2 ed = *reinterpret_cast<const float2*>(gates + 64 + j);
+        const float2 rk = *reinterpret_cast<const float2*>(gates + 192 + j);
+        const float f0 = ed.x * rk.x, f1 = ed.y * rk.y;
+        ud[4 * jb + 0] = u[4 * jb + 0] * f0;
+        ud[4 * jb + 1] = u[4 * jb + 1] * f1;
+        ud[4 * jb + 2] = u[4 * jb + 2] * f0;
+        ud[4 * jb + 3] = u[4 * jb + 3] * f1;
+      }
+      uint32_t au[4][4], ad[4][4];
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        AccToFragmentA<Op>(u, kk, au[kk]);
+        AccToFragmentA<Op>(ud, kk, ad[kk]);
+      }
+#pragma unroll
+      for (int i = 0; i < 64; ++i) s[i] *= chunk_decay;
+      WgmmaFenceOperands(o);
+      WgmmaFenceOperands(s);
+      WgmmaFence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        WgmmaFenceOperands(au[kk]);
+        WgmmaRs<Op, 64, 0>(o, au[kk], DescKMajor(st + Sm::kP, kk), true);
+      }
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        WgmmaFenceOperands(ad[kk]);
+        // B = the k tile MN-major: K rows = 16 tokens per k-step (2048 B),
+        // N = K columns in two 64-wide blocks 16 KB apart (q between them).
+        WgmmaRs<Op, 128, 1>(s, ad[kk], WgmmaDescSw128MnMajor(st + Sm::kQk + 2048 * kk, 16384),
+                            true);
+      }
+      WgmmaCommitGroup();
+      WgmmaWaitGroup<0>();
+      WgmmaFenceOperands(o);
+      WgmmaFenceOperands(s);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        WgmmaFenceOperands(au[kk]);
+        WgmmaFenceOperands(ad[kk]);
+      }
+    }
+    MbarrierArrive(&empty[stage]);  // this thread's reads of the stage are done
+
+    // 5. O^T -> staging tile [64 tokens][64 columns] (SW128) -> o rows < L.
+    ConsumerBarrier(w);  // the previous chunk's rows have been read
+#pragma unroll
+    for (int p2 = 0; p2 < 4; ++p2) {
+      const uint32_t r[4] = {
+          PackPair<Op>(o[8 * p2 + 0], o[8 * p2 + 1]), PackPair<Op>(o[8 * p2 + 2], o[8 * p2 + 3]),
+          PackPair<Op>(o[8 * p2 + 4], o[8 * p2 + 5]), PackPair<Op>(o[8 * p2 + 6], o[8 * p2 + 7])};
+      StsmX4Trans(TransTileRow(out_tile, p2, warp, lane), r);
+    }
+    ConsumerBarrier(w);
+    In* o_base = static_cast<In*>(args.o) + static_cast<int64_t>(h) * V + row0;
+#pragma unroll
+    for (int part = 0; part < 4; ++part) {
+      const int piece = t + 128 * part;
+      const int i = piece >> 3, c16 = piece & 7;
+      if (i < L) {
+        const uint4 val = *reinterpret_cast<const uint4*>(smem + Sm::kOut + 8192 * w + i * 128 +
+                                                          ((c16 ^ (i & 7)) << 4));
+        *reinterpret_cast<uint4*>(o_base + static_cast<int64_t>(t0 + i) * Hv * V + 8 * c16) = val;
+      }
+    }
+  }
+
+  if (pages_ok) StoreStateRows<K, V>(s, args, fp, h, row0, t);
+}
+
+}  // namespace gdn::cuda::chunked
+
+#endif  // GDN_KERNELS_CUDA_CHUNKED_FUSED_CHUNK_CUH_

@@ -1,0 +1,62 @@
+// Host entry point of the v8 chunked prefill, form P (bench/prefill/
+// HOPPER_DESIGN.md §5 step 2): the chunk table, TPrep (tprep.h) into a
+// workspace, then FusedChunkKernel (fused_chunk.cuh), on one stream. No CUDA
+// device code here.
+//
+// Supported so far: K = V = 128, bf16 or fp16 inputs, fp32 or bf16 state
+// pages, direct or fused gating, the L2 norm on or off, any varlen mix.
+// Refused with cudaErrorNotSupported (later steps of the design): int8 / fp8
+// pages, checkpoints (checkpoint_interval != 0), other head dims; fp32
+// inputs with cudaErrorInvalidValue (the recurrent kernel takes them).
+#ifndef GDN_KERNELS_CUDA_CHUNKED_FUSED_CHUNK_H_
+#define GDN_KERNELS_CUDA_CHUNKED_FUSED_CHUNK_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/chunked/chunk_args.h"
+
+namespace gdn::cuda::chunked {
+
+// Precision knobs of the fused kernel (compile-time instances).
+struct FusedChunkOptions {
+  // W' = V^T - (e^G rk) o X_K enters U' = W' T''^T in Op hi + lo parts
+  // (+50% of that product's k-steps). U' = T'' W' cancels strongly where
+  // tokens are alike (all-equal inputs: the rows of U' are small differences
+  // of O(|v|) terms), so a single Op rounding of W' costs ~2^-9 |W'| per
+  // entry of U' where v7, which forms U = T beta V in fp32 first, loses
+  // ~2^-9 |U|. Default on until the device shows it is not needed.
+  bool w_hi_lo = true;
+  // Benchmarks only: bit 0 runs the chunk table and TPrep, bit 1 the fused
+  // kernel; 3 (both) is the operator. The fused kernel alone reuses the
+  // table and workspace of an earlier call with the same arguments.
+  int stages = 3;
+};
+
+// Bytes of the workspace a call with these counts needs (TPrepLayout's total).
+size_t FusedChunkWorkspaceBytes(int64_t num_chunks, int num_qk_heads, int num_v_heads);
+
+// cudaSuccess when LaunchFusedChunkPrefill takes this shape and these
+// dtypes, else the error it would return (before any launch).
+cudaError_t FusedChunkSupports(const ChunkArgs& args, int head_dim_k, int head_dim_v);
+
+// Asynchronous on `stream`. args: q, k, v, o, the gating of args.fused_gating,
+// cu_seqlens (device), chunk_table (device memory of N + 1 + num_chunks
+// int32, filled here), initial_pages / final_pages (device), pool_base,
+// page_bytes, num_pages, num_seqs, num_chunks, num_qk_heads, num_v_heads,
+// group_size, scale (already resolved, e.g. K^-1/2), l2_norm_qk, io_dtype,
+// state_dtype; v7's workspace fields are ignored. total_tokens = T
+// (cu_seqlens[N]), for the tensor maps. workspace: at least
+// FusedChunkWorkspaceBytes(...) bytes, 256-byte aligned. Page ids outside
+// the pool (other than kZeroStatePage as an initial page): that sequence's
+// o is NaN and no page is written. Returns the first error.
+cudaError_t LaunchFusedChunkPrefill(const ChunkArgs& args, int head_dim_k, int head_dim_v,
+                                    int64_t total_tokens, void* workspace,
+                                    size_t workspace_bytes, cudaStream_t stream,
+                                    FusedChunkOptions options = {});
+
+}  // namespace gdn::cuda::chunked
+
+#endif  // GDN_KERNELS_CUDA_CHUNKED_FUSED_CHUNK_H_
