@@ -124,7 +124,9 @@ TEST_F(RecurrentKernelTest, WideIsCompiledForFp32StatesOnly) {
 
 // Each block-shape variant forced (with and without programmatic dependent
 // launch), on one shape per state dtype, including zero-state sequences and
-// copy-on-write pages.
+// copy-on-write pages; direct and fused gating (the persistent kernel copies
+// each item's first token, gates included, an item ahead:
+// recurrent_token_prefetch.cuh).
 TEST_F(RecurrentKernelTest, EveryVariantMatchesOracle) {
   auto* cuda = dynamic_cast<cuda::CudaBackend*>(backend_.get());
   ASSERT_NE(cuda, nullptr);
@@ -134,12 +136,13 @@ TEST_F(RecurrentKernelTest, EveryVariantMatchesOracle) {
       // kWide is compiled for fp32 states only (UncompiledVariantsAreInvalidArgument).
       if (variant == cuda::RecurrentVariant::kWide && st != StateDType::kF32) continue;
      for (bool pdl : {false, true}) {
+     for (GatingMode gating : {GatingMode::kDirect, GatingMode::kFused}) {
       const uint64_t seed = FreshSeed();
       SCOPED_TRACE(absl::StrCat("seed ", seed, " variant ", cuda::RecurrentVariantName(variant),
-                                " state ", StateDTypeName(st), pdl ? " pdl" : ""));
+                                " state ", StateDTypeName(st), pdl ? " pdl" : "",
+                                gating == GatingMode::kFused ? " fused gating" : ""));
       std::mt19937_64 rng(seed);
-      const GdnOptions options = MakeOptions(4, 8, 128, 128, DType::kBF16, st,
-                                             GatingMode::kDirect, true);
+      const GdnOptions options = MakeOptions(4, 8, 128, 128, DType::kBF16, st, gating, true);
       const std::vector<int> lens = RandomLengths(rng, 5, kMaxDecodeTokens);
       oracle::Inputs inputs = testing::MakeRandomInputs(options, lens, rng(), true);
       inputs.initial_states[2].clear();  // one zero-state sequence
@@ -162,6 +165,7 @@ TEST_F(RecurrentKernelTest, EveryVariantMatchesOracle) {
         EXPECT_LE(s_err.max_abs_rel, StateTolerance(options))
             << "state " << i << " " << testing::ToString(s_err);
       }
+     }
      }
     }
   }
