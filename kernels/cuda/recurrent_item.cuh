@@ -1,7 +1,7 @@
 // The work items of the recurrent GDN kernels (device code): one item is
 // one (sequence, value head, V tile); where it lives (token range, pages,
 // this thread's place in the tile), the item index decoded by multiply-high
-// divisors, and the L2 prefetch hint of its state tile.
+// divisors, and the L2 prefetch hints of its state tile and first token.
 #ifndef GDN_KERNELS_CUDA_RECURRENT_ITEM_CUH_
 #define GDN_KERNELS_CUDA_RECURRENT_ITEM_CUH_
 
@@ -67,33 +67,20 @@ __device__ __forceinline__ ItemDivisors MakeItemDivisors(const RecurrentParams& 
   return {MakeFastDivisor(p.num_v_heads), MakeFastDivisor(p.group_size)};
 }
 
-// The loaded part of an item: its token range and pages (the persistent
-// kernel loads them an item ahead of building the item, so their latency
-// hides behind a whole item's work).
-struct ItemBounds {
-  int bos, eos;
-  int initial_page, final_page;
-};
-
-__device__ __forceinline__ ItemBounds LoadItemBounds(const RecurrentParams& p, int seq) {
-  return {p.cu_seqlens[seq], p.cu_seqlens[seq + 1], p.initial_pages[seq], p.final_pages[seq]};
-}
-
-// item = (seq * Hv + head) * kTilesPerHead + tile; seq, head, qk_head and
-// the bounds given, the rest (page checks, prefix-state pages) here.
+// item = (seq * Hv + head) * kTilesPerHead + tile; seq, head and qk_head
+// given, the rest read from the params.
 template <typename Shape>
-__device__ __forceinline__ RecurrentItem ItemFromBounds(const RecurrentParams& p, int item,
-                                                        int seq, int head, int qk_head,
-                                                        const ItemBounds& b) {
+__device__ __forceinline__ RecurrentItem LoadItemAt(const RecurrentParams& p, int item, int seq,
+                                                    int head, int qk_head) {
   RecurrentItem it;
   it.seq = seq;
   it.head = head;
   it.qk_head = qk_head;
   it.col0 = (item % Shape::kTilesPerHead) * Shape::kVTile;
-  it.bos = b.bos;
-  it.eos = b.eos;
-  it.initial_page = b.initial_page;
-  it.final_page = b.final_page;
+  it.bos = p.cu_seqlens[it.seq];
+  it.eos = p.cu_seqlens[it.seq + 1];
+  it.initial_page = p.initial_pages[it.seq];
+  it.final_page = p.final_pages[it.seq];
   const bool initial_ok = GDN_PAGE_IN_POOL_OR_ZERO(it.initial_page, p.num_pages);
   const bool final_ok = GDN_PAGE_IN_POOL(it.final_page, p.num_pages);
   it.pages_ok = initial_ok && final_ok;
@@ -109,33 +96,17 @@ template <typename Shape>
 __device__ __forceinline__ RecurrentItem LoadItem(const RecurrentParams& p, int item) {
   const int seq_head = item / Shape::kTilesPerHead;
   const int head = seq_head % p.num_v_heads;
-  const int seq = seq_head / p.num_v_heads;
-  return ItemFromBounds<Shape>(p, item, seq, head, head / p.group_size, LoadItemBounds(p, seq));
+  return LoadItemAt<Shape>(p, item, seq_head / p.num_v_heads, head, head / p.group_size);
 }
 
-// The sequence of an item, with the divisors precomputed (the persistent
-// kernels).
-template <typename Shape>
-__device__ __forceinline__ int ItemSeq(int item, const ItemDivisors& div) {
-  return FastDiv(item / Shape::kTilesPerHead, div.heads);
-}
-
-// An item of the persistent kernels from bounds loaded earlier
-// (LoadItemBounds(p, ItemSeq(item))).
-template <typename Shape>
-__device__ __forceinline__ RecurrentItem ItemFromBounds(const RecurrentParams& p, int item,
-                                                        const ItemDivisors& div,
-                                                        const ItemBounds& b) {
-  const int seq_head = item / Shape::kTilesPerHead;
-  const int seq = FastDiv(seq_head, div.heads);
-  const int head = seq_head - seq * p.num_v_heads;
-  return ItemFromBounds<Shape>(p, item, seq, head, FastDiv(head, div.group), b);
-}
-
+// The same with the divisors precomputed (the persistent kernels).
 template <typename Shape>
 __device__ __forceinline__ RecurrentItem LoadItem(const RecurrentParams& p, int item,
                                                   const ItemDivisors& div) {
-  return ItemFromBounds<Shape>(p, item, div, LoadItemBounds(p, ItemSeq<Shape>(item, div)));
+  const int seq_head = item / Shape::kTilesPerHead;
+  const int seq = FastDiv(seq_head, div.heads);
+  const int head = seq_head - seq * p.num_v_heads;
+  return LoadItemAt<Shape>(p, item, seq, head, FastDiv(head, div.group));
 }
 
 // Element offset of this thread's first state row in a page: rows
@@ -159,6 +130,38 @@ __device__ __forceinline__ void PrefetchTileL2(const RecurrentParams& p,
   for (int r = 0; r < Shape::kRowsPerThread; ++r) {
     PrefetchL2(src + (int64_t)r * Shape::kRowGroups * Shape::kV);
   }
+}
+
+// A hint for the persistent kernels: the L2 lines of `it`'s first token's
+// inputs (q and k rows, the v tile, the gates), asked for by the last warp
+// one item ahead, so that StageTokens' loads (on the critical path of a
+// decode item: one warp stages while the others wait at a barrier) hit L2.
+template <typename Shape>
+__device__ __forceinline__ void PrefetchTokensL2(const RecurrentParams& p,
+                                                 const RecurrentItem& it) {
+  using InT = typename Shape::InT;
+  constexpr int kQkLines = (Shape::kK * static_cast<int>(sizeof(InT)) + 127) / 128;
+  constexpr int kVLines = (Shape::kVTile * static_cast<int>(sizeof(InT)) + 127) / 128;
+  static_assert(2 * kQkLines + kVLines + 2 <= 32, "one line per lane");
+  const int lane = static_cast<int>(threadIdx.x) - 32 * (Shape::kWarps - 1);
+  if (lane < 0 || it.eos <= it.bos || !it.pages_ok) return;
+  const int64_t tok = it.bos;
+  const int64_t qk = (tok * p.num_qk_heads + it.qk_head) * Shape::kK;
+  const int64_t gi = tok * p.num_v_heads + it.head;
+  const void* line = nullptr;
+  if (lane < kQkLines) {
+    line = static_cast<const char*>(p.q) + qk * sizeof(InT) + 128 * lane;
+  } else if (lane < 2 * kQkLines) {
+    line = static_cast<const char*>(p.k) + qk * sizeof(InT) + 128 * (lane - kQkLines);
+  } else if (lane < 2 * kQkLines + kVLines) {
+    line = static_cast<const char*>(p.v) +
+           ((gi * Shape::kV + it.col0) * sizeof(InT) + 128 * (lane - 2 * kQkLines));
+  } else if (lane == 2 * kQkLines + kVLines) {
+    line = (p.fused_gating ? p.a : p.g) + gi;
+  } else if (lane == 2 * kQkLines + kVLines + 1) {
+    line = (p.fused_gating ? p.b : p.beta) + gi;
+  }
+  if (line != nullptr) PrefetchL2(line);
 }
 
 // Byte offset of this thread's kCols scales in a page (int8 / fp8).

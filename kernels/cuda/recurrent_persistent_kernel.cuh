@@ -1,10 +1,8 @@
 // The persistent recurrent kernel (device code; launcher in
 // recurrent_launch.cuh):
 // a grid of (SMs x resident blocks) walks the (sequence, head, V tile) items
-// with a stride, and while one item computes, the next item's state tile and
-// first token (recurrent_token_prefetch.cuh) are already streaming into
-// shared memory with cp.async (two buffers each), and the bounds of the item
-// after it are being loaded.
+// with a stride, and while one item computes, the next item's state tile is
+// already streaming into shared memory with cp.async (two buffers).
 //
 // Why: in the one-block-per-item kernel the state bytes in flight live in
 // registers only during a block's load phase, so the number of resident
@@ -28,7 +26,6 @@
 #include "kernels/cuda/recurrent_params.h"
 #include "kernels/cuda/recurrent_quant.cuh"
 #include "kernels/cuda/recurrent_shape.cuh"
-#include "kernels/cuda/recurrent_token_prefetch.cuh"
 #include "kernels/cuda/recurrent_tokens.cuh"
 
 namespace gdn::cuda {
@@ -91,8 +88,6 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
   using StateT = typename Shape::StateT;
   constexpr int kRows = Shape::kRowsPerThread;
   __shared__ RecurrentSmem<Shape> smem;
-  // The first token of the item in flight and of the next (stage, as the tiles).
-  __shared__ FirstTokenSlot<Shape> first_token[2];
   extern __shared__ uint4 dynamic_smem[];
   // [2][kRows][kThreads] row vectors, then the scale slots.
   auto* tile_buffers = reinterpret_cast<typename Shape::RowBits*>(dynamic_smem);
@@ -105,34 +100,23 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
   if (p.pdl) PrefetchTileL2<Shape>(p, cur);  // a hint; the copy waits below
   GridDependencyWait();  // PDL: state pages only after the previous kernel
   PrefetchTile<Shape>(p, cur, tile_buffers, 0);
-  PrefetchFirstToken<Shape>(p, cur, first_token[0]);
   CopyAsyncCommit();
-  // Pipeline: while item i computes, item i + 1's tile and first token are
-  // in flight (cp.async, issued before i's work) and item i + 2's bounds
-  // are being loaded (registers, used when i + 1's copies are issued).
-  int next_item = item + gridDim.x;
-  ItemBounds next_bounds{};
-  if (next_item < num_items) next_bounds = LoadItemBounds(p, ItemSeq<Shape>(next_item, div));
   int stage = 0;
   int buffer = 0;
   for (;;) {
+    const int next_item = item + gridDim.x;
     const bool has_next = next_item < num_items;
     RecurrentItem next = cur;
-    if (has_next) next = ItemFromBounds<Shape>(p, next_item, div, next_bounds);
-    const int after_next = next_item + gridDim.x;
-    if (after_next < num_items) next_bounds = LoadItemBounds(p, ItemSeq<Shape>(after_next, div));
-    CopyAsyncWaitAll();  // this item's tile, scales and first token have landed
-    __syncthreads();  // the previous item's staged tokens are consumed; scales visible
-    StageFirstToken<Shape>(p, smem, cur, first_token[stage]);
-    const int n = min(cur.eos - cur.bos, kTokensPerChunk);
-    if (n > 1) {  // a draft or a short prefill: its other tokens from global memory
-      StageTokens<Shape>(p, smem, cur.bos, n, cur.head, cur.qk_head, cur.col0, /*t0=*/1);
-    }
+    if (has_next) next = LoadItem<Shape>(p, next_item, div);
+    __syncthreads();  // the previous item's staged tokens are consumed
+    StageTokens<Shape>(p, smem, cur.bos, min(cur.eos - cur.bos, kTokensPerChunk), cur.head,
+                       cur.qk_head, cur.col0);
     if (has_next) {
       PrefetchTile<Shape>(p, next, tile_buffers, stage ^ 1);
-      PrefetchFirstToken<Shape>(p, next, first_token[stage ^ 1]);
+      PrefetchTokensL2<Shape>(p, next);
     }
     CopyAsyncCommit();
+    CopyAsyncWait<1>();  // this item's tile has landed
     float s[kRows][Shape::kCols];
     const bool has_state = cur.initial_page >= 0 && cur.pages_ok;
 #pragma unroll
@@ -142,7 +126,7 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
                     : typename Shape::RowBits{};
       UnpackState<StateT, Shape::kCols>(raw, s[r]);
     }
-    __syncthreads();  // staged tokens visible
+    __syncthreads();  // staged tokens (and an int8 / fp8 tile's scales) visible
     if constexpr (kQuantState<StateT>) {
       const int col_group = threadIdx.x % Shape::kThreadsPerRow;
       if (has_state) {
@@ -156,7 +140,6 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
     if (!has_next) break;
     cur = next;
     item = next_item;
-    next_item = after_next;
     stage ^= 1;
   }
 }

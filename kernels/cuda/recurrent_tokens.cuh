@@ -31,89 +31,20 @@
 
 namespace gdn::cuda {
 
-// One token's q and k (this lane's kQkPerLane elements of each) and gates
-// into slot t of shared memory: q and k L2-normalised (when asked), q times
-// scale, k . (scale q), exp(g) and beta. Called by every lane of one warp
-// (the norms are butterflies over the warp); the gates count on lane 0.
-template <typename Shape>
-__device__ __forceinline__ void StageQk(const RecurrentParams& p, RecurrentSmem<Shape>& smem,
-                                        int t, float (&q)[Shape::kQkPerLane],
-                                        float (&k)[Shape::kQkPerLane], float gate_g,
-                                        float gate_beta) {
-  constexpr int kPer = Shape::kQkPerLane;
-  const int lane = threadIdx.x % 32;
-  float qq = 0.0f, kk = 0.0f, kq = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    qq += q[i] * q[i];
-    kk += k[i] * k[i];
-    kq += k[i] * q[i];
-  }
-#pragma unroll
-  for (int offset = 16; offset >= 1; offset /= 2) {
-    qq += __shfl_xor_sync(0xffffffffu, qq, offset);
-    kk += __shfl_xor_sync(0xffffffffu, kk, offset);
-    kq += __shfl_xor_sync(0xffffffffu, kq, offset);
-  }
-  float q_factor = p.scale, k_factor = 1.0f;
-  if (p.l2_norm_qk) {
-    float q_eps = kL2NormEps, k_eps = kL2NormEps;
-    // Rare: a row with max|x| >= ~2^60 overflowed its sum of squares; it
-    // is rescaled by kL2NormRescale (gdn_types.h) and the sums redone. The
-    // butterfly leaves bitwise equal sums on every lane: a uniform branch.
-    if (!isfinite(qq) || !isfinite(kk)) {
-      const float cq = isfinite(qq) ? 1.0f : kL2NormRescale;
-      const float ck = isfinite(kk) ? 1.0f : kL2NormRescale;
-      if (cq != 1.0f) q_eps = 0.0f;  // 2^-200 below the rescaled sum
-      if (ck != 1.0f) k_eps = 0.0f;
-      qq = kk = kq = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kPer; ++i) {
-        q[i] *= cq;
-        k[i] *= ck;
-        qq += q[i] * q[i];
-        kk += k[i] * k[i];
-        kq += k[i] * q[i];
-      }
-#pragma unroll
-      for (int offset = 16; offset >= 1; offset /= 2) {
-        qq += __shfl_xor_sync(0xffffffffu, qq, offset);
-        kk += __shfl_xor_sync(0xffffffffu, kk, offset);
-        kq += __shfl_xor_sync(0xffffffffu, kq, offset);
-      }
-    }
-    const float rq = 1.0f / sqrtf(qq + q_eps);
-    const float rk = 1.0f / sqrtf(kk + k_eps);
-    q_factor *= rq;
-    k_factor = rk;
-  }
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    smem.q[t][lane * kPer + i] = q[i] * q_factor;
-    smem.k[t][lane * kPer + i] = k[i] * k_factor;
-  }
-  if (lane == 0) {
-    smem.kq[t] = kq * q_factor * k_factor;
-    smem.decay[t] = expf(gate_g);
-    smem.beta[t] = gate_beta;
-  }
-}
-
-// Stages tokens [tok0 + t0, tok0 + n) of one (sequence, head) into shared
-// memory slots t0 .. n - 1: warp w handles tokens t0 + w, t0 + w + kWarps,
-// ...; the block's threads together load the v tile. The caller
-// synchronises afterwards.
+// Stages tokens [tok0, tok0 + n) of one (sequence, head) into shared memory:
+// warp w handles tokens w, w + kWarps, ...; the block's threads together
+// load the v tile. The caller synchronises afterwards.
 template <typename Shape>
 __device__ __forceinline__ void StageTokens(const RecurrentParams& p,
                                             RecurrentSmem<Shape>& smem,
                                             int tok0, int n, int head,
-                                            int qk_head, int col0, int t0 = 0) {
+                                            int qk_head, int col0) {
   using InT = typename Shape::InT;
   constexpr int kPer = Shape::kQkPerLane;
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
   const int Hv = p.num_v_heads;
-  for (int t = t0 + warp; t < n; t += Shape::kWarps) {
+  for (int t = warp; t < n; t += Shape::kWarps) {
     const int64_t tok = tok0 + t;
     const int64_t qk_offset = (tok * p.num_qk_heads + qk_head) * Shape::kK + lane * kPer;
     float q[kPer], k[kPer];
@@ -130,16 +61,70 @@ __device__ __forceinline__ void StageTokens(const RecurrentParams& p,
         gate_beta = p.beta[gi];
       }
     }
-    StageQk<Shape>(p, smem, t, q, k, gate_g, gate_beta);
+    float qq = 0.0f, kk = 0.0f, kq = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      qq += q[i] * q[i];
+      kk += k[i] * k[i];
+      kq += k[i] * q[i];
+    }
+#pragma unroll
+    for (int offset = 16; offset >= 1; offset /= 2) {
+      qq += __shfl_xor_sync(0xffffffffu, qq, offset);
+      kk += __shfl_xor_sync(0xffffffffu, kk, offset);
+      kq += __shfl_xor_sync(0xffffffffu, kq, offset);
+    }
+    float q_factor = p.scale, k_factor = 1.0f;
+    if (p.l2_norm_qk) {
+      float q_eps = kL2NormEps, k_eps = kL2NormEps;
+      // Rare: a row with max|x| >= ~2^60 overflowed its sum of squares; it
+      // is rescaled by kL2NormRescale (gdn_types.h) and the sums redone. The
+      // butterfly leaves bitwise equal sums on every lane: a uniform branch.
+      if (!isfinite(qq) || !isfinite(kk)) {
+        const float cq = isfinite(qq) ? 1.0f : kL2NormRescale;
+        const float ck = isfinite(kk) ? 1.0f : kL2NormRescale;
+        if (cq != 1.0f) q_eps = 0.0f;  // 2^-200 below the rescaled sum
+        if (ck != 1.0f) k_eps = 0.0f;
+        qq = kk = kq = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) {
+          q[i] *= cq;
+          k[i] *= ck;
+          qq += q[i] * q[i];
+          kk += k[i] * k[i];
+          kq += k[i] * q[i];
+        }
+#pragma unroll
+        for (int offset = 16; offset >= 1; offset /= 2) {
+          qq += __shfl_xor_sync(0xffffffffu, qq, offset);
+          kk += __shfl_xor_sync(0xffffffffu, kk, offset);
+          kq += __shfl_xor_sync(0xffffffffu, kq, offset);
+        }
+      }
+      const float rq = 1.0f / sqrtf(qq + q_eps);
+      const float rk = 1.0f / sqrtf(kk + k_eps);
+      q_factor *= rq;
+      k_factor = rk;
+    }
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      smem.q[t][lane * kPer + i] = q[i] * q_factor;
+      smem.k[t][lane * kPer + i] = k[i] * k_factor;
+    }
+    if (lane == 0) {
+      smem.kq[t] = kq * q_factor * k_factor;
+      smem.decay[t] = expf(gate_g);
+      smem.beta[t] = gate_beta;
+    }
   }
-  // v: thread i stages column i % kVTile of tokens t0 + i / kVTile, then
-  // kThreads / kVTile later, ... (a rolled loop: one pass for a decode token).
+  // v: thread i stages column i % kVTile of tokens i / kVTile, i / kVTile +
+  // kThreads / kVTile, ... (a rolled loop: one pass for a decode token).
   static_assert(Shape::kThreads % Shape::kVTile == 0, "whole v tile rows per pass");
   constexpr int kTokensPerPass = Shape::kThreads / Shape::kVTile;
   const int c = threadIdx.x % Shape::kVTile;
   const InT* v = static_cast<const InT*>(p.v) + (int64_t)head * Shape::kV + col0 + c;
 #pragma unroll 1
-  for (int t = t0 + threadIdx.x / Shape::kVTile; t < n; t += kTokensPerPass) {
+  for (int t = threadIdx.x / Shape::kVTile; t < n; t += kTokensPerPass) {
     smem.v[t][c] = ToFloat(v[(int64_t)(tok0 + t) * Hv * Shape::kV]);
   }
 }

@@ -124,9 +124,8 @@ TEST_F(RecurrentKernelTest, WideIsCompiledForFp32StatesOnly) {
 
 // Each block-shape variant forced (with and without programmatic dependent
 // launch), on one shape per state dtype, including zero-state sequences and
-// copy-on-write pages; direct and fused gating (the persistent kernel copies
-// each item's first token, gates included, an item ahead:
-// recurrent_token_prefetch.cuh).
+// copy-on-write pages; direct and fused gating (each variant stages the gates
+// of its tokens itself).
 TEST_F(RecurrentKernelTest, EveryVariantMatchesOracle) {
   auto* cuda = dynamic_cast<cuda::CudaBackend*>(backend_.get());
   ASSERT_NE(cuda, nullptr);

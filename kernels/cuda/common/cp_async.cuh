@@ -41,33 +41,16 @@ __device__ __forceinline__ void CopyAsync8(void* smem, const void* gmem) {
                : "memory");
 }
 
-// 4 bytes (through L1, as the 8-byte form).
-__device__ __forceinline__ void CopyAsync4(void* smem, const void* gmem) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(SharedAddress32(smem)),
-               "l"(gmem)
-               : "memory");
-}
-
-// kBytes (16, 8 or 4) bytes, both pointers aligned to kBytes: 16 around L1,
-// 8 and 4 through it.
-template <int kBytes>
-__device__ __forceinline__ void CopyAsyncBytes(void* smem, const void* gmem) {
-  static_assert(kBytes == 16 || kBytes == 8 || kBytes == 4, "cp.async copies 4, 8 or 16 bytes");
-  if constexpr (kBytes == 16) {
-    CopyAsync16(smem, gmem);
-  } else if constexpr (kBytes == 8) {
-    CopyAsync8(smem, gmem);
-  } else {
-    CopyAsync4(smem, gmem);
-  }
-}
-
 // One row vector of 16 or 8 bytes (uint4 / uint2): the width picks the
 // instruction above.
 template <typename RowBits>
 __device__ __forceinline__ void CopyRowAsync(RowBits* smem, const void* gmem) {
-  static_assert(sizeof(RowBits) == 16 || sizeof(RowBits) == 8, "16- or 8-byte rows");
-  CopyAsyncBytes<sizeof(RowBits)>(smem, gmem);
+  if constexpr (sizeof(RowBits) == 16) {
+    CopyAsync16(smem, gmem);
+  } else {
+    static_assert(sizeof(RowBits) == 8, "16- or 8-byte rows");
+    CopyAsync8(smem, gmem);
+  }
 }
 
 // Closes the group of this thread's copies issued since the last commit.
