@@ -94,7 +94,7 @@ class ChunkedPrefill {
   ChunkedGeneration generation() const { return generation_; }
   // kAuto's threshold on units = num_seqs * num_v_heads (v8 runs one CTA per
   // unit, with no sequence-parallel path yet): v8 only from this many units.
-  // -1 (the default) is kDefaultV8MinUnits(SM count); tests and benchmarks
+  // -1 (the default) is DefaultV8MinUnits(SM count); tests and benchmarks
   // set it to compare.
   void set_v8_min_units(int units) { v8_min_units_ = units; }
   // SM count / 2: 66 on the H200. v8 gives each (sequence, value head) one
