@@ -3,7 +3,8 @@
 // and 128, both state dtypes, fused gating, the in-kernel L2 norm, extreme
 // gates, and a prefill continued by the cuda backend's decode. Every case
 // goes through ChunkedPrefill's generation router (kAuto): these small
-// shapes keep v7 (too few sequences x heads, or K / V 64, or checkpoints);
+// shapes keep v7 (too few sequences x heads, or K / V 64, or checkpoints),
+// but for PrefillThenDecodeMatchesOracle, which runs both generations;
 // chunked_prefill_route_test.cc covers the v8 side.
 //
 // ChunkedOnlyBackend, the bars and the fixture: chunked_prefill_fixture.h.
@@ -338,64 +339,74 @@ TEST_F(ChunkedPrefillTest, PrefillThenDecodeMatchesOracle) {
   const std::vector<int> decode_lens = {3, 8, 1};
   std::vector<int> whole;
   for (size_t i = 0; i < prefill_lens.size(); ++i) whole.push_back(prefill_lens[i] + decode_lens[i]);
-  const uint64_t seed = FreshSeed();
-  SCOPED_TRACE(absl::StrCat("seed ", seed));
-  const oracle::Inputs all = testing::MakeRandomInputs(options, whole, seed, true);
-  const int hqk = options.shape.num_qk_heads, hv = options.shape.num_v_heads;
-  const int K = options.shape.head_dim_k, V = options.shape.head_dim_v;
+  // Both generations write the pages decode reads: v7 forced, then the auto
+  // route with the v8 threshold at 1 unit (v8 on compute capability 9.0).
+  for (const bool v8 : {false, true}) {
+    chunked_->launcher().set_generation(v8 ? cuda::ChunkedGeneration::kAuto
+                                           : cuda::ChunkedGeneration::kV7);
+    chunked_->launcher().set_v8_min_units(v8 ? 1 : -1);
+    SCOPED_TRACE(v8 ? "auto route, v8 threshold 1" : "v7 forced");
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(absl::StrCat("seed ", seed));
+    const oracle::Inputs all = testing::MakeRandomInputs(options, whole, seed, true);
+    const int hqk = options.shape.num_qk_heads, hv = options.shape.num_v_heads;
+    const int K = options.shape.head_dim_k, V = options.shape.head_dim_v;
 
-  // Splits `all` into the first / last tokens of every sequence.
-  auto slice = [&](bool first) {
-    oracle::Inputs part;
-    part.cu_seqlens = {0};
+    // Splits `all` into the first / last tokens of every sequence.
+    auto slice = [&](bool first) {
+      oracle::Inputs part;
+      part.cu_seqlens = {0};
+      for (size_t i = 0; i < whole.size(); ++i) {
+        const int begin = all.cu_seqlens[i] + (first ? 0 : prefill_lens[i]);
+        const int len = first ? prefill_lens[i] : decode_lens[i];
+        part.cu_seqlens.push_back(part.cu_seqlens.back() + len);
+        auto take = [&](const std::vector<float>& src, std::vector<float>* dst, int width) {
+          dst->insert(dst->end(), src.begin() + int64_t{begin} * width,
+                      src.begin() + int64_t{begin + len} * width);
+        };
+        take(all.q, &part.q, hqk * K);
+        take(all.k, &part.k, hqk * K);
+        take(all.v, &part.v, hv * V);
+        take(all.g, &part.g, hv);
+        take(all.beta, &part.beta, hv);
+      }
+      return part;
+    };
+    oracle::Inputs first = slice(true);
+    first.initial_states = all.initial_states;
+    absl::StatusOr<testing::BackendOutputs> pre =
+        testing::RunOnBackend(*chunked_, options, first, testing::EntryPoint::kPrefill);
+    ASSERT_TRUE(pre.ok()) << pre.status();
+    oracle::Inputs second = slice(false);
+    second.initial_states = pre->final_states;  // fp32 pages: exact
+    absl::StatusOr<testing::BackendOutputs> dec =
+        testing::RunOnBackend(*backend_, options, second, testing::EntryPoint::kDecode);
+    ASSERT_TRUE(dec.ok()) << dec.status();
+
+    const oracle::Outputs want = oracle::Run(options, all);
+    std::vector<float> o(want.o.size());
+    const int row = hv * V;
     for (size_t i = 0; i < whole.size(); ++i) {
-      const int begin = all.cu_seqlens[i] + (first ? 0 : prefill_lens[i]);
-      const int len = first ? prefill_lens[i] : decode_lens[i];
-      part.cu_seqlens.push_back(part.cu_seqlens.back() + len);
-      auto take = [&](const std::vector<float>& src, std::vector<float>* dst, int width) {
-        dst->insert(dst->end(), src.begin() + int64_t{begin} * width,
-                    src.begin() + int64_t{begin + len} * width);
-      };
-      take(all.q, &part.q, hqk * K);
-      take(all.k, &part.k, hqk * K);
-      take(all.v, &part.v, hv * V);
-      take(all.g, &part.g, hv);
-      take(all.beta, &part.beta, hv);
+      std::copy(pre->o.begin() + int64_t{first.cu_seqlens[i]} * row,
+                pre->o.begin() + int64_t{first.cu_seqlens[i + 1]} * row,
+                o.begin() + int64_t{all.cu_seqlens[i]} * row);
+      std::copy(dec->o.begin() + int64_t{second.cu_seqlens[i]} * row,
+                dec->o.begin() + int64_t{second.cu_seqlens[i + 1]} * row,
+                o.begin() + int64_t{all.cu_seqlens[i] + prefill_lens[i]} * row);
     }
-    return part;
-  };
-  oracle::Inputs first = slice(true);
-  first.initial_states = all.initial_states;
-  absl::StatusOr<testing::BackendOutputs> pre =
-      testing::RunOnBackend(*chunked_, options, first, testing::EntryPoint::kPrefill);
-  ASSERT_TRUE(pre.ok()) << pre.status();
-  oracle::Inputs second = slice(false);
-  second.initial_states = pre->final_states;  // fp32 pages: exact
-  absl::StatusOr<testing::BackendOutputs> dec =
-      testing::RunOnBackend(*backend_, options, second, testing::EntryPoint::kDecode);
-  ASSERT_TRUE(dec.ok()) << dec.status();
-
-  const oracle::Outputs want = oracle::Run(options, all);
-  std::vector<float> o(want.o.size());
-  const int row = hv * V;
-  for (size_t i = 0; i < whole.size(); ++i) {
-    std::copy(pre->o.begin() + int64_t{first.cu_seqlens[i]} * row,
-              pre->o.begin() + int64_t{first.cu_seqlens[i + 1]} * row,
-              o.begin() + int64_t{all.cu_seqlens[i]} * row);
-    std::copy(dec->o.begin() + int64_t{second.cu_seqlens[i]} * row,
-              dec->o.begin() + int64_t{second.cu_seqlens[i + 1]} * row,
-              o.begin() + int64_t{all.cu_seqlens[i] + prefill_lens[i]} * row);
+    const testing::ErrorStats o_err = testing::Compare(o.data(), want.o.data(), o.size());
+    EXPECT_EQ(o_err.nonfinite, 0);
+    EXPECT_LE(o_err.max_abs_rel, kMaxAbsRelTolerance) << testing::ToString(o_err);
+    EXPECT_LE(o_err.rel_l2, kRelL2Tolerance) << testing::ToString(o_err);
+    for (size_t i = 0; i < whole.size(); ++i) {
+      const testing::ErrorStats s_err = testing::Compare(
+          dec->final_states[i].data(), want.final_states[i].data(), want.final_states[i].size());
+      EXPECT_LE(s_err.max_abs_rel, kMaxAbsRelTolerance)
+          << "state " << i << ": " << testing::ToString(s_err);
+    }
   }
-  const testing::ErrorStats o_err = testing::Compare(o.data(), want.o.data(), o.size());
-  EXPECT_EQ(o_err.nonfinite, 0);
-  EXPECT_LE(o_err.max_abs_rel, kMaxAbsRelTolerance) << testing::ToString(o_err);
-  EXPECT_LE(o_err.rel_l2, kRelL2Tolerance) << testing::ToString(o_err);
-  for (size_t i = 0; i < whole.size(); ++i) {
-    const testing::ErrorStats s_err = testing::Compare(
-        dec->final_states[i].data(), want.final_states[i].data(), want.final_states[i].size());
-    EXPECT_LE(s_err.max_abs_rel, kMaxAbsRelTolerance)
-        << "state " << i << ": " << testing::ToString(s_err);
-  }
+  chunked_->launcher().set_generation(cuda::ChunkedGeneration::kAuto);
+  chunked_->launcher().set_v8_min_units(-1);
 }
 
 TEST(ChunkedPrefillSupports, NamesWhatItRefuses) {
