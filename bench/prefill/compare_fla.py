@@ -544,14 +544,26 @@ def bench_row(ours, fla_fn, hqk, hv, N, L, fla_pub, copy_tbs, gemm_tf, deadline)
     row["ours_ms"], row["ours_min_ms"], row["ours_max_ms"] = time_ms(lambda: ours.call(call))
     row["ours_routed_ms"], _, _ = time_ms(lambda: ours.call(call, kernel="auto"), max_s=0.1, max_reps=5)
     row["ours_kernels_ms"] = kernel_ms(lambda: ours.call(call))
+    # Each generation forced (state_variant 7 / 8, ChunkedGeneration): "ours"
+    # above is the router's pick; v8 is refused on rows it cannot run.
+    for gen in (gdn_capi.CHUNKED_V7, gdn_capi.CHUNKED_V8):
+        try:
+            row[f"ours_v{gen}_ms"], _, _ = time_ms(lambda: ours.call(call, state=gen), max_s=0.15,
+                                                   max_reps=10)
+        except RuntimeError as e:
+            row[f"ours_v{gen}_error"] = str(e)[:200]
     # The whole call's kernel times with each of kernel 2's forms
     # (chunked_prefill.h; 4 split, 5 fused). The split form first: it sizes the
     # workspace for its extra tiles, which the state pass alone below needs.
     for sv in (4, 5):
         row[f"ours_k2v{sv}_kernels_ms"] = kernel_ms(lambda: ours.call(call, state=sv))
-    # Split: kernel 1 alone (chunk table + prep), kernel 2 alone (over that workspace).
-    row["ours_prep_ms"], _, _ = time_ms(lambda: ours.call(call, stages=1), max_s=0.15, max_reps=10)
-    row["ours_state_ms"], _, _ = time_ms(lambda: ours.call(call, stages=2), max_s=0.15, max_reps=10)
+    # Split (v7, state_variant 7): kernel 1 alone (chunk table + prep), kernel
+    # 2 alone (over that workspace).
+    v7 = gdn_capi.CHUNKED_V7
+    row["ours_prep_ms"], _, _ = time_ms(lambda: ours.call(call, stages=1, state=v7), max_s=0.15,
+                                        max_reps=10)
+    row["ours_state_ms"], _, _ = time_ms(lambda: ours.call(call, stages=2, state=v7), max_s=0.15,
+                                         max_reps=10)
     for vt in (16, 32, 64):
         row[f"ours_state_vt{vt}_ms"], _, _ = time_ms(lambda: ours.call(call, stages=2, v_tile=vt),
                                                      max_s=0.1, max_reps=5)
@@ -561,8 +573,9 @@ def bench_row(ours, fla_fn, hqk, hv, N, L, fla_pub, copy_tbs, gemm_tf, deadline)
         for vt in (16, 32, 64):
             row[f"ours_state_k2v{sv}_vt{vt}_ms"], _, _ = time_ms(
                 lambda: ours.call(call, stages=2, v_tile=vt, state=sv), max_s=0.1, max_reps=5)
-    print(f"  ours {row['ours_ms']:.3f} ms (kernel 1 {row['ours_prep_ms']:.3f}, kernel 2 "
-          f"{row['ours_state_ms']:.3f}) [{time.time() - T0:.0f}s]", flush=True)
+    print(f"  ours {row['ours_ms']:.3f} ms (v7 {row.get('ours_v7_ms', float('nan')):.3f}, v8 "
+          f"{row.get('ours_v8_ms', float('nan')):.3f}; v7 kernel 1 {row['ours_prep_ms']:.3f}, "
+          f"kernel 2 {row['ours_state_ms']:.3f}) [{time.time() - T0:.0f}s]", flush=True)
     fo = fS = None
     if fla_fn is not None:
         try:
@@ -659,11 +672,11 @@ def markdown(rows, copy_tbs, gemm_tf):
              f"bf16 GEMM {gemm_tf:.0f} TFLOP/s. Times in ms. 'call': median of CUDA-event timed calls "
              "(ours through ctypes, FLA's Python function: includes host time between launches). "
              "'kernels': sum of the call's kernel times under torch.profiler (GPU time only).", "",
-             "| Hqk/Hv | sequences | ours call | ours kernels | FLA call | FLA kernels | "
+             "| Hqk/Hv | sequences | ours call (routed) | v7 / v8 call | ours kernels | FLA call | FLA kernels | "
              "FLA / FlashInfer / FlashQLA (GDN.md) | recurrent | "
-             "kernel 1 + kernel 2 | kernels with kernel 2 split (4) / fused (5) | kernel 2 at V tile 16 / 32 / 64 | "
+             "v7 kernel 1 + kernel 2 | kernels with kernel 2 split (4) / fused (5) | kernel 2 at V tile 16 / 32 / 64 | "
              "ours TFLOP/s (% GEMM) | ours GB/s (% copy) | err o / S ours | err o / S FLA |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         if r.get("crossover") or "error" in r or "skipped" in r:
             continue
@@ -674,7 +687,7 @@ def markdown(rows, copy_tbs, gemm_tf):
             err_ours = f"vs FLA {r['ours_vs_fla_o']['max_rel']:.1e}"
         lines.append(
             f"| {r['Hqk']}/{r['Hv']} | {r['N']} x {r['L']} | {ms(r, 'ours_ms')} | "
-            f"{ms(r, 'ours_kernels_ms')} | {fla} | {ms(r, 'fla_kernels_ms')} | {pub} | "
+            f"{ms(r, 'ours_v7_ms')} / {ms(r, 'ours_v8_ms')} | {ms(r, 'ours_kernels_ms')} | {fla} | {ms(r, 'fla_kernels_ms')} | {pub} | "
             f"{ms(r, 'recurrent_ms')} | {ms(r, 'ours_prep_ms')} + {ms(r, 'ours_state_ms')} | "
             f"{ms(r, 'ours_k2v4_kernels_ms')} / {ms(r, 'ours_k2v5_kernels_ms')} | {ms(r, 'ours_state_vt16_ms')} / {ms(r, 'ours_state_vt32_ms')} / "
             f"{ms(r, 'ours_state_vt64_ms')} | {r['ours_tflops']:.0f} ({r['ours_pct_gemm']:.0f}%) | "

@@ -105,14 +105,24 @@ Launchers& GetLaunchers() {
 // gdn_chunked_prefill_tuned's prep_variant code of the one kernel 1.
 constexpr int kPrepCode = 4;
 
-// gdn_chunked_prefill_tuned's state_variant code (0 auto, 4 split, 5 fused)
-// to the form; false for any other code.
-bool ToStatePass(int code, cuda::ChunkedStatePass* form) {
+// gdn_chunked_prefill_tuned's state_variant code to the generation and v7
+// form: 0 auto (the router: v8 where it runs the call, ChunkedPrefill::
+// ResolveGeneration), 4 / 5 v7's split / fused form, 7 v7 (form auto), 8
+// v8 (refused where it cannot run the call); false for any other code.
+bool ToStatePass(int code, cuda::ChunkedGeneration* generation, cuda::ChunkedStatePass* form) {
+  *generation = cuda::ChunkedGeneration::kAuto;
+  *form = cuda::ChunkedStatePass::kAuto;
   switch (code) {
     case static_cast<int>(cuda::ChunkedStatePass::kAuto):
+      return true;
     case static_cast<int>(cuda::ChunkedStatePass::kSplit):
     case static_cast<int>(cuda::ChunkedStatePass::kFused):
+      *generation = cuda::ChunkedGeneration::kV7;
       *form = static_cast<cuda::ChunkedStatePass>(code);
+      return true;
+    case static_cast<int>(cuda::ChunkedGeneration::kV7):
+    case static_cast<int>(cuda::ChunkedGeneration::kV8):
+      *generation = static_cast<cuda::ChunkedGeneration>(code);
       return true;
   }
   return false;
@@ -150,8 +160,10 @@ absl::Status RunPrefill(const gdn_capi_config* config, const gdn_capi_args* args
     return absl::InvalidArgumentError(absl::StrCat("prep_variant ", knobs.prep_variant,
                                                    " (only -1 and 4 remain)"));
   }
+  cuda::ChunkedGeneration generation = cuda::ChunkedGeneration::kAuto;
   cuda::ChunkedStatePass state_pass = cuda::ChunkedStatePass::kAuto;
-  if (knobs.state_variant != -1 && !ToStatePass(knobs.state_variant, &state_pass)) {
+  if (knobs.state_variant != -1 &&
+      !ToStatePass(knobs.state_variant, &generation, &state_pass)) {
     return absl::InvalidArgumentError(absl::StrCat("state_variant ", knobs.state_variant));
   }
   Launchers& launchers = GetLaunchers();
@@ -159,6 +171,7 @@ absl::Status RunPrefill(const gdn_capi_config* config, const gdn_capi_args* args
   std::unique_ptr<cuda::ChunkedPrefill>& launcher = launchers.by_stream[stream];
   if (launcher == nullptr) launcher = std::make_unique<cuda::ChunkedPrefill>();
   launcher->set_state_pass(state_pass);
+  launcher->set_generation(generation);
   if (knobs.v_tile == 0 && knobs.stages == 3) {  // the routed operator itself
     return cuda::LaunchPrefill(options, params, cuda_stream, *launcher,
                                cuda::PrefillKernel::kChunked);

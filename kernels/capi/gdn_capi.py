@@ -31,6 +31,10 @@ class Args(ctypes.Structure):
 
 # gdn_prefill_variant codes: which prefill kernel runs.
 PREFILL_AUTO, PREFILL_RECURRENT, PREFILL_CHUNKED = 0, 1, 2
+# gdn_chunked_prefill_tuned's state_variant codes of the chunked prefill's
+# generation (ChunkedGeneration, kernels/cuda/chunked_prefill.h): 0 / -1 the
+# router, 7 v7 forced, 8 v8 forced (4 / 5: v7's kernel-2 forms).
+CHUNKED_ROUTED, CHUNKED_V7, CHUNKED_V8 = -1, 7, 8
 
 
 def load(path):

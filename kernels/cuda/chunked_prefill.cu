@@ -44,6 +44,8 @@ struct WorkspaceLayout {
   }
 };
 
+}  // namespace
+
 int64_t CountChunks(const GdnParams& params) {
   int64_t chunks = 0;
   for (int s = 0; s < params.num_seqs; ++s) {
@@ -53,7 +55,46 @@ int64_t CountChunks(const GdnParams& params) {
   return chunks;
 }
 
-}  // namespace
+size_t ChunkTableBytes(int num_seqs, int64_t num_chunks) {
+  return Align256((static_cast<size_t>(num_seqs) + 1 + num_chunks) * sizeof(int32_t));
+}
+
+ChunkArgs MakeChunkArgs(const GdnOptions& options, const GdnParams& params,
+                        int64_t num_chunks, const int32_t* chunk_table) {
+  ChunkArgs args;
+  args.q = params.q;
+  args.k = params.k;
+  args.v = params.v;
+  args.o = params.o;
+  args.g = params.g;
+  args.beta = params.beta;
+  args.a = params.a;
+  args.b = params.b;
+  args.A_log = params.A_log;
+  args.dt_bias = params.dt_bias;
+  args.cu_seqlens = params.cu_seqlens;
+  args.chunk_table = chunk_table;
+  args.initial_pages = params.initial_pages;
+  args.final_pages = params.final_pages;
+  args.checkpoint_interval = params.checkpoint_interval;
+  args.checkpoints_per_seq = params.checkpoints_per_seq;
+  args.checkpoint_pages = params.checkpoint_pages;
+  args.pool_base = static_cast<char*>(params.pool.base);
+  args.page_bytes = params.pool.page_bytes;
+  args.num_pages = params.pool.num_pages;
+  args.num_seqs = params.num_seqs;
+  args.num_chunks = static_cast<int32_t>(num_chunks);
+  args.num_qk_heads = options.shape.num_qk_heads;
+  args.num_v_heads = options.shape.num_v_heads;
+  args.group_size = options.shape.group_size();
+  args.scale = options.effective_scale();
+  args.fused_gating = options.gating == GatingMode::kFused;
+  args.l2_norm_qk = options.l2_norm_qk;
+  args.io_dtype = options.input_dtype;
+  args.state_dtype = options.state_dtype;
+  args.stochastic_rounding = options.state_rounding == StateRounding::kStochastic;
+  return args;
+}
 
 int MultiprocessorCount() {
   int device = 0, count = 132;
@@ -108,6 +149,24 @@ size_t ChunkedPrefill::WorkspaceBytes(const GdnOptions& options, int num_seqs,
       .total;
 }
 
+absl::Status ChunkedPrefill::EnsureWorkspace(size_t bytes, int stages, cudaStream_t stream) {
+  if (bytes <= workspace_bytes_) return absl::OkStatus();
+  if (!(stages & 1)) {  // a new workspace would hold no tiles of the prep kernel
+    return absl::FailedPreconditionError(
+        "chunked prefill: the state pass alone needs the workspace of a whole call with the "
+        "same params, generation and kernel-2 form first");
+  }
+  if (workspace_ != nullptr) {
+    GDN_CUDA_RETURN_IF_ERROR(cudaFreeAsync(workspace_, stream));
+    workspace_ = nullptr;
+    workspace_bytes_ = 0;
+  }
+  const size_t grown = bytes + bytes / 4;  // headroom for growth
+  GDN_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&workspace_, grown, stream));
+  workspace_bytes_ = grown;
+  return absl::OkStatus();
+}
+
 absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& params,
                                  cudaStream_t stream, int v_tile, int stages) {
   if (absl::Status s = Supports(options); !s.ok()) return s;
@@ -127,7 +186,14 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
       return absl::InvalidArgumentError(absl::StrCat("chunked prefill: kernel 2 form ",
                                                      static_cast<int>(state_pass_)));
   }
-  // The V tile, then kernel 2's form for it.
+  absl::StatusOr<ChunkedGeneration> generation = ResolveGeneration(options, params, v_tile);
+  if (!generation.ok()) return generation.status();
+  if (*generation == ChunkedGeneration::kV8) {
+    if (absl::Status s = RunV8(options, params, stream, stages); !s.ok()) return s;
+    last_generation_ = ChunkedGeneration::kV8;
+    return absl::OkStatus();
+  }
+  // v7. The V tile, then kernel 2's form for it.
   if (v_tile == 0) {
     // Blocks of the state pass: sequences x value heads x V / VT. A wider
     // tile reads each workspace tile from L2 fewer times (VT 64 halves the
@@ -156,55 +222,11 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
     return absl::InvalidArgumentError("chunked prefill: too many tokens in one call");
   }
   const chunked::WorkspaceLayout layout(K, V, Hv, params.num_seqs, num_chunks, split);
-  if (layout.total > workspace_bytes_) {
-    if (!(stages & 1)) {  // a new workspace would hold no tiles of kernel 1
-      return absl::FailedPreconditionError(
-          "chunked prefill: the state pass alone needs the workspace of a whole call with the "
-          "same params and kernel-2 form first");
-    }
-    if (workspace_ != nullptr) {
-      GDN_CUDA_RETURN_IF_ERROR(cudaFreeAsync(workspace_, stream));
-      workspace_ = nullptr;
-      workspace_bytes_ = 0;
-    }
-    const size_t bytes = layout.total + layout.total / 4;  // headroom for growth
-    GDN_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&workspace_, bytes, stream));
-    workspace_bytes_ = bytes;
-  }
+  if (absl::Status s = EnsureWorkspace(layout.total, stages, stream); !s.ok()) return s;
   char* ws = static_cast<char*>(workspace_);
 
-  chunked::ChunkArgs args;
-  args.q = params.q;
-  args.k = params.k;
-  args.v = params.v;
-  args.o = params.o;
-  args.g = params.g;
-  args.beta = params.beta;
-  args.a = params.a;
-  args.b = params.b;
-  args.A_log = params.A_log;
-  args.dt_bias = params.dt_bias;
-  args.cu_seqlens = params.cu_seqlens;
-  args.chunk_table = reinterpret_cast<const int32_t*>(ws + layout.table);
-  args.initial_pages = params.initial_pages;
-  args.final_pages = params.final_pages;
-  args.checkpoint_interval = params.checkpoint_interval;
-  args.checkpoints_per_seq = params.checkpoints_per_seq;
-  args.checkpoint_pages = params.checkpoint_pages;
-  args.pool_base = static_cast<char*>(params.pool.base);
-  args.page_bytes = params.pool.page_bytes;
-  args.num_pages = params.pool.num_pages;
-  args.num_seqs = params.num_seqs;
-  args.num_chunks = static_cast<int32_t>(num_chunks);
-  args.num_qk_heads = options.shape.num_qk_heads;
-  args.num_v_heads = Hv;
-  args.group_size = options.shape.group_size();
-  args.scale = options.effective_scale();
-  args.fused_gating = options.gating == GatingMode::kFused;
-  args.l2_norm_qk = options.l2_norm_qk;
-  args.io_dtype = options.input_dtype;
-  args.state_dtype = options.state_dtype;
-  args.stochastic_rounding = options.state_rounding == StateRounding::kStochastic;
+  chunked::ChunkArgs args = chunked::MakeChunkArgs(
+      options, params, num_chunks, reinterpret_cast<const int32_t*>(ws + layout.table));
   args.w = reinterpret_cast<uint16_t*>(ws + layout.w);
   args.u = reinterpret_cast<uint16_t*>(ws + layout.u);
   args.qg = reinterpret_cast<uint16_t*>(ws + layout.qg);
@@ -241,6 +263,7 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
     GDN_CUDA_RETURN_IF_ERROR(
         chunked::LaunchStatePass(options, args, v_tile, form, stream));
   }
+  last_generation_ = ChunkedGeneration::kV7;
   return absl::OkStatus();
 }
 

@@ -14,19 +14,27 @@
 //   3. split form only: o for every chunk in parallel;
 // plus a one-block kernel that builds the chunk table from cu_seqlens.
 //
+// That is v7. Calls v8 can run (K = V = 128, fp32 / bf16 pages, no
+// checkpoints, compute capability 9.0) with enough sequences x value heads
+// take v8 instead (ChunkedGeneration below; chunked_prefill_v8.cc): chunk
+// table, TPrep and one fused kernel (kernels/cuda/chunked/fused_chunk.h).
+//
 // Workspace: about 74 KB per (chunk, value head) at K = V = 128 (122 KB for
-// the split form), owned by the
+// the split form; v8: the chunk table and TPrep's tiles), owned by the
 // launcher and grown (stream-ordered cudaMallocAsync / cudaFreeAsync) when a
-// call needs more; steady state allocates nothing. Not thread-safe: one
-// launcher per stream (the cuda backend owns one).
+// call needs more; one buffer for both generations; steady state allocates
+// nothing. Not thread-safe: one launcher per stream (the cuda backend owns
+// one).
 #ifndef GDN_KERNELS_CUDA_CHUNKED_PREFILL_H_
 #define GDN_KERNELS_CUDA_CHUNKED_PREFILL_H_
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "kernels/gdn_params.h"
 #include "kernels/gdn_types.h"
 
@@ -44,6 +52,15 @@ namespace gdn::cuda {
 // was. The values are the C ABI's codes (gdn_chunked_prefill_tuned's
 // state_variant); the earlier StatePassKernel (codes 1 - 3) was removed then.
 enum class ChunkedStatePass : int { kAuto = 0, kSplit = 4, kFused = 5 };
+
+// Which generation of the chunked prefill a call runs. kV7: the three
+// kernels above (every shape and state dtype of Supports). kV8: form P of
+// bench/prefill/HOPPER_DESIGN.md §5 step 2 (kernels/cuda/chunked/
+// fused_chunk.h: chunk table, TPrep, FusedChunkKernel; sm_90a only; K = V =
+// 128, fp32 or bf16 pages, no checkpoints). kAuto (the default) picks v8
+// where ChunkedPrefill::ResolveGeneration says so, else v7. The values are
+// the C ABI's codes (gdn_chunked_prefill_tuned's state_variant 7 and 8).
+enum class ChunkedGeneration : int { kAuto = 0, kV7 = 7, kV8 = 8 };
 
 class ChunkedPrefill {
  public:
@@ -69,6 +86,37 @@ class ChunkedPrefill {
   absl::Status Run(const GdnOptions& options, const GdnParams& params,
                    cudaStream_t stream, int v_tile = 0, int stages = 3);
 
+  // The generation of the following calls (kAuto by default). kV8 forced
+  // on a call v8 cannot run (shape, dtypes, checkpoints, a device other than
+  // compute capability 9.0, v_tile / state pass forced) fails that call
+  // with the reason; kV7 forced runs v7 exactly as before v8 existed.
+  void set_generation(ChunkedGeneration generation) { generation_ = generation; }
+  ChunkedGeneration generation() const { return generation_; }
+  // kAuto's threshold on units = num_seqs * num_v_heads (v8 runs one CTA per
+  // unit, with no sequence-parallel path yet): v8 only from this many units.
+  // -1 (the default) is DefaultV8MinUnits(SM count); tests and benchmarks
+  // set it to compare.
+  void set_v8_min_units(int units) { v8_min_units_ = units; }
+  // SM count / 2: 66 on the H200. v8 gives each (sequence, value head) one
+  // CTA that walks all its chunks; v7's state pass splits V into 16 / 32 / 64
+  // column tiles (up to 8 blocks per unit), so with few units v7 keeps more
+  // SMs busy. Measured (H200, fused_chunk_test timing, 2026-12-03): 128
+  // units (16/32 4 x 8192) v8 0.831 ms vs v7 1.626, 256 units (8 x 1024)
+  // 0.231 vs 0.471: v8 ahead by 2x from one full wave. Rows of 32 units
+  // (16/32 1 x 32768) and 8 (2/8 1 x 32768) run at most 32 / 8 SMs under
+  // v8, where v7 used 128 / 64 blocks of 32 / 16 columns, so they stay on v7
+  // until the span path (§4.7) exists. Half a wave is the guess between the
+  // two; re-measure with prefill_route_visit.sh and move it here.
+  static int DefaultV8MinUnits(int sm_count) { return sm_count / 2; }
+  // The generation a call with these arguments runs: kV7 or kV8 (never
+  // kAuto), for the generation set now, `v_tile` and the state pass; an
+  // error when kV8 is forced and v8 cannot run the call.
+  absl::StatusOr<ChunkedGeneration> ResolveGeneration(const GdnOptions& options,
+                                                      const GdnParams& params,
+                                                      int v_tile = 0) const;
+  // The generation the last successful Run ran (kAuto before any).
+  ChunkedGeneration last_generation() const { return last_generation_; }
+
   // Kernel 1 is ChunkPrepBlockedKernel (chunk_prep_blocked.cuh: T by blocks
   // on all warps, its merges on tensor cores, ldmatrix operands from the raw
   // bf16 / fp16 q / k, P, W, U staged through shared memory). The earlier
@@ -84,13 +132,27 @@ class ChunkedPrefill {
   // Kernel 2's form of the following calls (kAuto by default).
   void set_state_pass(ChunkedStatePass form) { state_pass_ = form; }
 
-  // Workspace bytes a call of this shape needs (for kAuto: the split form's,
-  // the larger).
+  // Workspace bytes a call of this shape needs under v7 (for kAuto: the
+  // split form's, the larger); V8WorkspaceBytes: under v8 (chunk table +
+  // TPrep's workspace). Both live in the one grow-only buffer.
   static size_t WorkspaceBytes(const GdnOptions& options, int num_seqs, int num_chunks,
                                ChunkedStatePass form = ChunkedStatePass::kAuto);
+  static size_t V8WorkspaceBytes(const GdnOptions& options, int num_seqs, int64_t num_chunks);
   size_t workspace_bytes() const { return workspace_bytes_; }
 
  private:
+  // Grows the workspace (stream-ordered) to at least `bytes`; with `stages`
+  // lacking bit 0 a too-small workspace is an error (it would hold no tiles).
+  absl::Status EnsureWorkspace(size_t bytes, int stages, cudaStream_t stream);
+  // The v8 call (chunked_prefill_v8.cc); options / params already validated.
+  absl::Status RunV8(const GdnOptions& options, const GdnParams& params, cudaStream_t stream,
+                     int stages);
+  // v8's device condition for the current device: compute capability 9.0
+  // (fused_chunk.cu is compiled for sm_90a alone), cached per device.
+  bool DeviceRunsV8() const;
+  // kAuto's threshold (set_v8_min_units, else DefaultV8MinUnits).
+  int V8MinUnits() const;
+
   void* workspace_ = nullptr;  // cudaMallocAsync on the caller's stream
   size_t workspace_bytes_ = 0;
   // The split form's progress flags (chunked/progress.cuh), zeroed when
@@ -99,6 +161,12 @@ class ChunkedPrefill {
   size_t progress_count_ = 0;
   uint32_t epoch_ = 0;
   ChunkedStatePass state_pass_ = ChunkedStatePass::kAuto;
+  ChunkedGeneration generation_ = ChunkedGeneration::kAuto;
+  ChunkedGeneration last_generation_ = ChunkedGeneration::kAuto;
+  int v8_min_units_ = -1;
+  // DeviceRunsV8's cache: the device it was read for (-1: none yet).
+  mutable int v8_device_ = -1;
+  mutable bool v8_device_ok_ = false;
 };
 
 }  // namespace gdn::cuda

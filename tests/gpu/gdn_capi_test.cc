@@ -136,7 +136,7 @@ TEST_F(CudaBackendTest, CapiPrefillRoutesAndForcesKernels) {
     bool chunked;
     std::function<int(const gdn_capi_args*)> call;
   };
-  const std::vector<Case> cases = {
+  std::vector<Case> cases = {
       {"gdn_prefill (routed)", true, [&](const gdn_capi_args* a) { return gdn_prefill(&config, a, nullptr); }},
       {"variant 2 (chunked)", true,
        [&](const gdn_capi_args* a) { return gdn_prefill_variant(&config, a, nullptr, 2); }},
@@ -164,7 +164,26 @@ TEST_F(CudaBackendTest, CapiPrefillRoutesAndForcesKernels) {
          const int rc = gdn_chunked_prefill_tuned(&config, a, nullptr, 0, 1, -1, -1);
          return rc != GDN_CAPI_OK ? rc : gdn_chunked_prefill_tuned(&config, a, nullptr, 0, 2, -1, -1);
        }},
+      {"tuned state_variant 7 (v7 forced)", true,
+       [&](const gdn_capi_args* a) { return gdn_chunked_prefill_tuned(&config, a, nullptr, 0, 3, -1, 7); }},
   };
+  // v8 forced (state_variant 8, ChunkedGeneration::kV8): compute capability
+  // 9.0 only (elsewhere FailedPrecondition, 9).
+  int device = 0, major = 0, minor = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), cudaSuccess);
+  if (major == 9 && minor == 0) {
+    cases.push_back({"tuned state_variant 8 (v8 forced)", true, [&](const gdn_capi_args* a) {
+                       return gdn_chunked_prefill_tuned(&config, a, nullptr, 0, 3, -1, 8);
+                     }});
+    cases.push_back({"stages 1 then 2, v8", true, [&](const gdn_capi_args* a) {
+                       const int rc = gdn_chunked_prefill_tuned(&config, a, nullptr, 0, 1, -1, 8);
+                       return rc != GDN_CAPI_OK
+                                  ? rc
+                                  : gdn_chunked_prefill_tuned(&config, a, nullptr, 0, 2, -1, 8);
+                     }});
+  }
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     auto call = testing::StagedCall::Create(*backend_, options, inputs);
@@ -229,6 +248,11 @@ TEST_F(CudaBackendTest, CapiReportsBadArguments) {
   EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, -1, 6), 3);
   EXPECT_NE(std::string(gdn_last_error()).find("state_variant"), std::string::npos)
       << gdn_last_error();
+  // v8 forced where it cannot run (K = V = 64 here; or with a V tile):
+  // InvalidArgument before any launch, on any device.
+  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, -1, 8), 3);
+  EXPECT_NE(std::string(gdn_last_error()).find("v8"), std::string::npos) << gdn_last_error();
+  EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 32, 3, -1, 8), 3);
   // Kernel-2 variants 1 - 3 were removed.
   EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, -1, 1), 3);
   EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, -1, 3), 3);

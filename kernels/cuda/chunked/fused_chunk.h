@@ -27,7 +27,12 @@ struct FusedChunkOptions {
   // tokens are alike (all-equal inputs: the rows of U' are small differences
   // of O(|v|) terms), so a single Op rounding of W' costs ~2^-9 |W'| per
   // entry of U' where v7, which forms U = T beta V in fp32 first, loses
-  // ~2^-9 |U|. Default on until the device shows it is not needed.
+  // ~2^-9 |U|. H200 (fused_chunk_test, bench/results/2026-12-03-kernels-
+  // channel/README.md): both forms pass every bar of the 21 float64 cases;
+  // single rounding is 5-10% faster (16/32 4 x 8192 0.788 vs 0.831 ms, 8 x
+  // 1024 0.225 vs 0.231) and less accurate where tokens are alike (all-equal
+  // bf16: o max_abs_rel 0.00404 vs 0.00347, state 0.000886 vs 0.000449; v7
+  // 0.00484 / 0.00143). Kept on (the more accurate) as the routed default.
   bool w_hi_lo = true;
   // Benchmarks only: bit 0 runs the chunk table and TPrep, bit 1 the fused
   // kernel; 3 (both) is the operator. The fused kernel alone reuses the

@@ -7,8 +7,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
+#include <cstdint>
+
 #include "kernels/cuda/chunked/chunk_args.h"
 #include "kernels/cuda/chunked_prefill.h"
+#include "kernels/gdn_params.h"
 #include "kernels/gdn_types.h"
 
 namespace gdn::cuda::chunked {
@@ -33,6 +37,18 @@ cudaError_t LaunchOutputPass(const GdnOptions& options, const ChunkArgs& args,
 
 // The current device's SM count (132 if it cannot be read).
 int MultiprocessorCount();
+
+// Global chunks of a call (kChunk tokens each, the last of a sequence
+// partial), from params.cu_seqlens_host.
+int64_t CountChunks(const GdnParams& params);
+
+// Bytes of the chunk table (N + 1 + num_chunks int32), rounded up to 256.
+size_t ChunkTableBytes(int num_seqs, int64_t num_chunks);
+
+// The call's tensors, pages, shape and flags as ChunkArgs (both
+// generations); the workspace tiles stay null (the caller points them).
+ChunkArgs MakeChunkArgs(const GdnOptions& options, const GdnParams& params,
+                        int64_t num_chunks, const int32_t* chunk_table);
 
 // Fills args.chunk_table from args.cu_seqlens on the device (one block).
 cudaError_t LaunchChunkTable(const ChunkArgs& args, cudaStream_t stream);

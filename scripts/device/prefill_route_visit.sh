@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# One short device step: ChunkedPrefill's v7 / v8 generation router
+# (kernels/cuda/chunked_prefill.h, chunked_prefill_v8.cc). The router's test
+# (tests/gpu/chunked_prefill_route_test.cc: auto route to v8 against the
+# float64 oracle, refused calls on v7, the threshold, forced generations),
+# the existing chunked_prefill_test through the router, server_cuda_test when
+# bundled, memcheck on the router's shared workspace, then FlashQLA's H200
+# rows routed vs v7 vs v8 (vs FLA when .whl holds its wheels;
+# bench/prefill/route_bench.py). About 4 minutes (ROUTE_BENCH_S, default 110,
+# bounds the benchmark).
+#
+#   bash scripts/device/bundle.sh chunked_prefill_route_test chunked_prefill_test \
+#       server_cuda_test gdn_capi
+#   run carry [".bundle", ".whl"] command "bash scripts/device/prefill_route_visit.sh"
+#
+# Everything goes to ONE file, $OUT/prefill_route.log (and the benchmark's
+# rows to $OUT/prefill_route.json).
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+OUT=${OUT:-/tmp/gdn_out}
+mkdir -p "$OUT"
+LOG=$OUT/prefill_route.log
+say() { echo "== $* ($(date -u +%H:%M:%S))" | tee -a "$LOG"; }
+# shellcheck disable=SC1091  # sourced from the repository root
+. scripts/device/unpack_bundle.sh  # B, LD_LIBRARY_PATH
+tee -a "$LOG" 2>/dev/null < .bundle/COMMIT
+nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader | tee -a "$LOG"
+LB=()
+command -v stdbuf > /dev/null && LB=(stdbuf -oL -eL)
+
+# gtest binary, timeout, filter: verdict lines, errors and failure excerpts
+# to the log, the full output after them.
+run_test() {
+  local t=$1 limit=$2 filter=${3:-*}
+  if [ ! -x "$B/$t" ]; then
+    echo "$t: not bundled" | tee -a "$LOG"
+    return
+  fi
+  say "$t (timeout $limit, filter $filter)"
+  local tmp=/tmp/route_$t.txt
+  timeout "$limit" "${LB[@]}" "$B/$t" --gtest_filter="$filter" > "$tmp" 2>&1
+  local rc=$?
+  echo "$t: rc $rc (124: timed out) $(grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$tmp" | tr '\n' ' ')" | tee -a "$LOG"
+  grep -E '^\[ +(OK|FAILED|SKIPPED) +\] |^device |all-equal' "$tmp" | sed -e 's/ ([0-9]* ms)$//' | tee -a "$LOG"
+  if [ $rc != 0 ]; then
+    {
+      echo "-- failure excerpts ($t)"
+      grep -E "Failure|Expected|Which is|rror|seed|max_abs_rel" "$tmp" | head -60
+      grep -E '^\[ RUN' "$tmp" | tail -1
+    } >> "$LOG"
+  fi
+  echo "-- full output ($t)" >> "$LOG"
+  cat "$tmp" >> "$LOG"
+}
+
+run_test chunked_prefill_route_test 100
+run_test chunked_prefill_test 120
+run_test server_cuda_test 60
+
+say "memcheck: the router's shared workspace (timeout 60)"
+SAN=$(command -v compute-sanitizer || find /usr/local -maxdepth 3 -name compute-sanitizer -type f 2>/dev/null | head -1)
+if [ -n "$SAN" ] && [ -x "$B/chunked_prefill_route_test" ]; then
+  timeout 60 "$SAN" --tool memcheck --error-exitcode 3 "$B/chunked_prefill_route_test" \
+    --gtest_filter='*AlternatingGenerations*' > /tmp/route_memcheck.txt 2>&1
+  rc=$?
+  echo "memcheck: rc $rc $(grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\] [0-9]+ test' /tmp/route_memcheck.txt | tr '\n' ' ')" | tee -a "$LOG"
+  grep -E "ERROR SUMMARY" /tmp/route_memcheck.txt | tee -a "$LOG"
+  [ $rc = 0 ] || grep -E "Invalid|Address|at 0x|by thread|rror" /tmp/route_memcheck.txt | head -30 >> "$LOG"
+else
+  echo "memcheck: skipped (no compute-sanitizer or no test binary)" | tee -a "$LOG"
+fi
+
+say "route_bench: routed vs v7 vs v8 (vs FLA) on FlashQLA's rows (budget ${ROUTE_BENCH_S:-110} s)"
+if ls .whl/fla_core-*.whl > /dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl > /dev/null 2>&1 \
+    && export PYTHONPATH=/tmp/site
+fi
+if [ -f "$B/libgdn_capi.so" ]; then
+  budget=${ROUTE_BENCH_S:-110}
+  PYTHONUNBUFFERED=1 timeout $(( budget + 30 )) python3 bench/prefill/route_bench.py \
+    --capi "$B/libgdn_capi.so" --out "$OUT" --budget-s "$budget" > /tmp/route_bench.txt 2>&1
+  echo "route_bench: rc $?" | tee -a "$LOG"
+  grep -E "^ROUTE|not importable|Error|error" /tmp/route_bench.txt | head -20 | tee -a "$LOG"
+  echo "-- full output (route_bench)" >> "$LOG"
+  cat /tmp/route_bench.txt >> "$LOG"
+else
+  echo "route_bench: libgdn_capi.so not bundled" | tee -a "$LOG"
+fi
+say "done"

@@ -1,0 +1,225 @@
+// ChunkedPrefill's generation router (ChunkedGeneration, chunked_prefill.h):
+// calls v8 (kernels/cuda/chunked/fused_chunk.h) can run go to v8 on a
+// compute capability 9.0 device and match the float64 oracle within v7's
+// bars (chunked_prefill_fixture.h); calls it refuses (K = 64, int8 / fp8
+// pages, checkpoints, v7's knobs) go to v7; the default threshold on
+// sequences x value heads; the forced generations and their errors. On
+// other devices every call must take v7 and forced v8 must fail cleanly.
+#include <cuda_runtime_api.h>
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "kernels/cuda/chunked_prefill.h"
+#include "tests/gpu/chunked_prefill_fixture.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace gdn::gpu_test {
+namespace {
+
+using cuda::ChunkedGeneration;
+
+bool DeviceIsSm90() {
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+    return false;
+  }
+  return major == 9 && minor == 0;
+}
+
+int SmCount() {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    return 0;
+  }
+  return sms;
+}
+
+// Params with only what ResolveGeneration reads (counts, checkpoint
+// interval; null tensors count as aligned).
+GdnParams PlanParams(int num_seqs, int checkpoint_interval = 0) {
+  GdnParams params;
+  params.num_seqs = num_seqs;
+  params.checkpoint_interval = checkpoint_interval;
+  return params;
+}
+
+class ChunkedPrefillRouteTest : public ChunkedPrefillTest {
+ protected:
+  void SetUp() override {
+    ChunkedPrefillTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    sm90_ = DeviceIsSm90();
+    std::printf("device %s compute capability 9.0; %d SMs\n", sm90_ ? "is" : "is not",
+                SmCount());
+  }
+  cuda::ChunkedPrefill& launcher() { return chunked_->launcher(); }
+  // The generation kAuto must pick for a call v8 can run with enough units.
+  ChunkedGeneration SupportedPick() const {
+    return sm90_ ? ChunkedGeneration::kV8 : ChunkedGeneration::kV7;
+  }
+  bool sm90_ = false;
+};
+
+// The brief's supported config: bf16 inputs, fp32 and bf16 pages, K = V =
+// 128, a length-1 and a length-1000 sequence, initial states from pages and
+// from the zero page; plus GVA groups, fused gating, no L2 norm and fp16
+// inputs. The threshold is lowered to 1 unit so these small (fast oracle)
+// shapes take the auto route to v8.
+TEST_F(ChunkedPrefillRouteTest, AutoRouteTakesV8WhereSupportedAndMatchesTheOracle) {
+  launcher().set_v8_min_units(1);
+  const std::vector<int> lens = {1, 1000};
+  for (StateDType st : {StateDType::kF32, StateDType::kBF16}) {
+    for (bool from_pages : {true, false}) {
+      GdnOptions options = Options(2, 4, 128, 128);
+      options.state_dtype = st;
+      ExpectPrefillMatches(options, lens, from_pages);
+      EXPECT_EQ(launcher().last_generation(), SupportedPick())
+          << DescribeOptions(options) << " pages " << from_pages;
+    }
+  }
+  GdnOptions grouped = Options(1, 4, 128, 128);
+  grouped.gating = GatingMode::kFused;
+  ExpectPrefillMatches(grouped, {1000, 1, 65}, true);
+  EXPECT_EQ(launcher().last_generation(), SupportedPick());
+  GdnOptions raw = Options(2, 4, 128, 128);
+  raw.l2_norm_qk = false;
+  raw.state_dtype = StateDType::kBF16;
+  ExpectPrefillMatches(raw, lens, true);
+  EXPECT_EQ(launcher().last_generation(), SupportedPick());
+  GdnOptions half = Options(2, 4, 128, 128);
+  half.input_dtype = DType::kF16;
+  ExpectPrefillMatches(half, lens, false);
+  EXPECT_EQ(launcher().last_generation(), SupportedPick());
+  // All tokens equal: the case where U' = T'' W' cancels most (fused_chunk.h).
+  ExpectPrefillMatches(Options(2, 4, 128, 128), {1000, 130, 64}, true,
+                       testing::GateProfile::kRandom, nullptr, /*equal_tokens=*/true);
+  EXPECT_EQ(launcher().last_generation(), SupportedPick());
+}
+
+// The cuda backend's own Prefill (CudaBackend::RoutePrefill -> ChunkedPrefill
+// kAuto with the default threshold) on a shape with enough units for v8 on
+// the H200 (4 x 32 = 128 >= 66): the server's path.
+TEST_F(ChunkedPrefillRouteTest, BackendPrefillThroughTheRouter) {
+  ExpectPrefillMatches(Options(4, 32, 128, 128), {300, 1, 257, 64}, true,
+                       testing::GateProfile::kRandom, backend_.get());
+}
+
+// Calls v8 refuses run on v7 under kAuto, within v7's bars; forced kV8 is
+// an error there, before any launch.
+TEST_F(ChunkedPrefillRouteTest, RefusedCallsStayOnV7) {
+  launcher().set_v8_min_units(1);
+  for (auto [k, v] : {std::pair{64, 64}, {128, 64}, {64, 128}}) {
+    ExpectPrefillMatches(Options(2, 4, k, v), {1, 1000}, true);
+    EXPECT_EQ(launcher().last_generation(), ChunkedGeneration::kV7) << k << " " << v;
+  }
+  // v7's knobs (a V tile, a kernel-2 form) mean v7.
+  chunked_->Configure(32);
+  ExpectPrefillMatches(Options(2, 4, 128, 128), {1, 1000}, true);
+  EXPECT_EQ(launcher().last_generation(), ChunkedGeneration::kV7);
+  chunked_->Configure(0, cuda::ChunkedStatePass::kSplit);
+  ExpectPrefillMatches(Options(2, 4, 128, 128), {1, 1000}, true);
+  EXPECT_EQ(launcher().last_generation(), ChunkedGeneration::kV7);
+  chunked_->Configure(0);
+
+  // Plans alone (no launch): int8 / fp8 pages, checkpoints, K = 64.
+  GdnOptions int8 = Options(2, 4, 128, 128);
+  int8.state_dtype = StateDType::kInt8;
+  GdnOptions fp8 = int8;
+  fp8.state_dtype = StateDType::kFP8;
+  struct Refused {
+    GdnOptions options;
+    GdnParams params;
+  };
+  const std::vector<Refused> refused = {{int8, PlanParams(8)},
+                                        {fp8, PlanParams(8)},
+                                        {Options(2, 4, 128, 128), PlanParams(8, 64)},
+                                        {Options(2, 4, 64, 128), PlanParams(8)}};
+  for (const Refused& r : refused) {
+    SCOPED_TRACE(absl::StrCat(DescribeOptions(r.options), " checkpoint_interval ",
+                              r.params.checkpoint_interval));
+    launcher().set_generation(ChunkedGeneration::kAuto);
+    absl::StatusOr<ChunkedGeneration> pick = launcher().ResolveGeneration(r.options, r.params);
+    ASSERT_TRUE(pick.ok()) << pick.status();
+    EXPECT_EQ(*pick, ChunkedGeneration::kV7);
+    launcher().set_generation(ChunkedGeneration::kV8);
+    EXPECT_EQ(launcher().ResolveGeneration(r.options, r.params).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  launcher().set_generation(ChunkedGeneration::kAuto);
+}
+
+// The default threshold (set_v8_min_units(-1)): DefaultV8MinUnits(SM count)
+// = SM count / 2 sequences x value heads. FlashQLA's rows on the H200 (132
+// SMs, threshold 66): 16/32 1 x 32768 (32 units) and 2/8 1 x 32768 (8) stay
+// on v7, 16/32 4 x 8192 (128), 8 x 1024 (256), 16/64 8 x 4096 (512) take v8.
+TEST_F(ChunkedPrefillRouteTest, DefaultThresholdOnSequencesTimesHeads) {
+  const int threshold = cuda::ChunkedPrefill::DefaultV8MinUnits(SmCount());
+  EXPECT_EQ(cuda::ChunkedPrefill::DefaultV8MinUnits(132), 66);
+  struct Row {
+    int hqk, hv, seqs;
+  };
+  for (const Row row : {Row{16, 32, 1}, Row{2, 8, 1}, Row{16, 32, 4}, Row{16, 32, 8},
+                        Row{16, 64, 8}, Row{2, 4, 2}}) {
+    const int units = row.seqs * row.hv;
+    const ChunkedGeneration want =
+        units >= threshold ? SupportedPick() : ChunkedGeneration::kV7;
+    absl::StatusOr<ChunkedGeneration> pick = launcher().ResolveGeneration(
+        Options(row.hqk, row.hv, 128, 128), PlanParams(row.seqs));
+    ASSERT_TRUE(pick.ok()) << pick.status();
+    EXPECT_EQ(*pick, want) << row.hqk << "/" << row.hv << " x " << row.seqs << " sequences";
+  }
+  // A threshold set by hand moves the boundary.
+  launcher().set_v8_min_units(1000);
+  EXPECT_EQ(*launcher().ResolveGeneration(Options(16, 64, 128, 128), PlanParams(8)),
+            ChunkedGeneration::kV7);
+  launcher().set_v8_min_units(-1);
+}
+
+// Each generation forced on the same kind of call: both within v7's bars,
+// last_generation says which ran. Forced v8 on a device other than 9.0 is
+// FailedPrecondition; forced v8 with a V tile is InvalidArgument.
+TEST_F(ChunkedPrefillRouteTest, ForcedGenerations) {
+  const std::vector<int> lens = {1, 1000, 64};
+  launcher().set_generation(ChunkedGeneration::kV7);
+  ExpectPrefillMatches(Options(4, 32, 128, 128), lens, true);
+  EXPECT_EQ(launcher().last_generation(), ChunkedGeneration::kV7);
+  launcher().set_generation(ChunkedGeneration::kV8);
+  if (sm90_) {
+    ExpectPrefillMatches(Options(4, 32, 128, 128), lens, true);
+    EXPECT_EQ(launcher().last_generation(), ChunkedGeneration::kV8);
+  } else {
+    EXPECT_EQ(launcher().ResolveGeneration(Options(4, 32, 128, 128), PlanParams(3))
+                  .status()
+                  .code(),
+              absl::StatusCode::kFailedPrecondition);
+  }
+  EXPECT_EQ(launcher()
+                .ResolveGeneration(Options(4, 32, 128, 128), PlanParams(3), /*v_tile=*/32)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  launcher().set_generation(ChunkedGeneration::kAuto);
+}
+
+// One launcher alternating generations and shapes (the workspace is one
+// grow-only buffer laid out per call): every call still matches.
+TEST_F(ChunkedPrefillRouteTest, AlternatingGenerationsShareTheWorkspace) {
+  launcher().set_v8_min_units(1);
+  ExpectPrefillMatches(Options(2, 4, 128, 128), {1000, 1}, true);   // v8 (sm_90)
+  ExpectPrefillMatches(Options(2, 4, 64, 64), {2000, 1}, true);     // v7, larger
+  ExpectPrefillMatches(Options(2, 4, 128, 128), {3000, 65}, false);  // v8, larger still
+  EXPECT_EQ(launcher().last_generation(), SupportedPick());
+  ExpectPrefillMatches(Options(2, 4, 128, 128), {1, 1000}, true);   // v8, smaller
+  launcher().set_generation(ChunkedGeneration::kV7);
+  ExpectPrefillMatches(Options(2, 4, 128, 128), {1, 1000}, true);   // v7, same shape
+  launcher().set_generation(ChunkedGeneration::kAuto);
+}
+
+}  // namespace
+}  // namespace gdn::gpu_test
