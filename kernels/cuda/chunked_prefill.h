@@ -106,7 +106,12 @@ class ChunkedPrefill {
   // (16/32 1 x 32768) and 8 (2/8 1 x 32768) run at most 32 / 8 SMs under
   // v8, where v7 used 128 / 64 blocks of 32 / 16 columns, so they stay on v7
   // until the span path (§4.7) exists. Half a wave is the guess between the
-  // two; re-measure with prefill_route_visit.sh and move it here.
+  // two; re-measure with prefill_route_visit.sh and move it here. The first
+  // route_bench run (2026-12-03) says the crossing is lower: 32 units v8
+  // 1.73 ms against v7 1.90, 8 units v8 1.33 against v7 0.885. Lowering it
+  // (e.g. SM count / 6) waits for a device run of the oracle tests of a long
+  // single sequence through v8 (the bench checks errors only up to 8192
+  // tokens; chunked_prefill_test's 16/32 1 x 2048 would then take v8).
   static int DefaultV8MinUnits(int sm_count) { return sm_count / 2; }
   // The generation a call with these arguments runs: kV7 or kV8 (never
   // kAuto), for the generation set now, `v_tile` and the state pass; an
