@@ -21,6 +21,7 @@
 
 #include "kernels/cuda/chunked/chunk_args.h"
 #include "kernels/cuda/chunked/fused_chunk.h"
+#include "kernels/cuda/chunked/launch.h"
 #include "kernels/gdn_params.h"
 #include "kernels/gdn_types.h"
 #include "kernels/oracle/gdn_oracle.h"
@@ -159,37 +160,8 @@ struct Problem {
   std::vector<int32_t> initial_pages, final_pages;
   Buf q, k, v, o, g, beta, a, b, A_log, dt_bias, cu_d, table, ip_d, fp_d, pool, ws;
 
-  ChunkArgs Args() const {
-    ChunkArgs args;
-    args.q = q.ptr;
-    args.k = k.ptr;
-    args.v = v.ptr;
-    args.o = o.ptr;
-    args.g = g.as<float>();
-    args.beta = beta.as<float>();
-    args.a = a.as<float>();
-    args.b = b.as<float>();
-    args.A_log = A_log.as<float>();
-    args.dt_bias = dt_bias.as<float>();
-    args.cu_seqlens = cu_d.as<int32_t>();
-    args.chunk_table = table.as<int32_t>();
-    args.initial_pages = ip_d.as<int32_t>();
-    args.final_pages = fp_d.as<int32_t>();
-    args.pool_base = pool.as<char>();
-    args.page_bytes = static_cast<int64_t>(page_bytes);
-    args.num_pages = 2 * N;
-    args.num_seqs = N;
-    args.num_chunks = C;
-    args.num_qk_heads = options.shape.num_qk_heads;
-    args.num_v_heads = options.shape.num_v_heads;
-    args.group_size = options.shape.group_size();
-    args.scale = options.effective_scale();
-    args.fused_gating = options.gating == GatingMode::kFused;
-    args.l2_norm_qk = options.l2_norm_qk;
-    args.io_dtype = options.input_dtype;
-    args.state_dtype = options.state_dtype;
-    return args;
-  }
+  // The launcher's arguments, as the router builds them (launch.h).
+  ChunkArgs Args() const { return MakeChunkArgs(options, Params(), C, table.as<int32_t>()); }
 
   GdnParams Params() const {
     GdnParams p;
