@@ -25,8 +25,10 @@ import torch
 import compare_fla as cf
 
 # (Hqk, Hv, N, L): FlashQLA's H200 table (shared/GDN.md), in priority order.
+# Rows 5-9: the threshold's neighbourhood (sequences x value heads from 16 to 64 units).
 ROUTE_ROWS = [(16, 32, 4, 8192), (16, 32, 8, 1024), (16, 64, 8, 4096), (16, 32, 1, 32768),
-              (2, 8, 1, 32768)]
+              (2, 8, 1, 32768), (16, 32, 2, 8192), (16, 32, 1, 8192), (8, 16, 1, 32768),
+              (16, 32, 2, 2048), (16, 32, 1, 2048)]
 
 
 def route_row(ours, fla_fn, hqk, hv, N, L, ref_len, deadline):

@@ -47,38 +47,7 @@ for state in ${PROFILE_STATES:-bf16 int8}; do
     "$rep.details.txt" | head -30 | tee -a "$LOG"
   "$NCU" -i "$rep.ncu-rep" --page source --csv --print-source sass > "$rep.sass.csv" 2> "$rep.sass.err"
   echo "source page: $(wc -l < "$rep.sass.csv") lines ($(head -c 300 "$rep.sass.err"))" | tee -a "$LOG"
-  python3 - "$rep.sass.csv" <<'EOF' 2>&1 | tee -a "$LOG"
-import csv, sys
-rows = list(csv.reader(open(sys.argv[1], errors="replace")))
-head = next((i for i, r in enumerate(rows) if any("Address" in c or "Source" in c for c in r)), None)
-if head is None:
-    print("no table in the source page"); sys.exit(0)
-cols = rows[head]
-def col(*names):
-    for n in names:
-        for i, c in enumerate(cols):
-            if n.lower() in c.lower():
-                return i
-    return None
-samples = col("Warp Stall Sampling (All", "Sampling (All", "Stall Sampling")
-src, sass = col("Source Location", "File"), col("Source")
-print("columns:", " | ".join(cols[:40]))
-if samples is None:
-    sys.exit(0)
-body = [r for r in rows[head + 1:] if len(r) > samples]
-def num(x):
-    try: return float(x.replace(",", ""))
-    except ValueError: return 0.0
-total = sum(num(r[samples]) for r in body) or 1.0
-stall_cols = [i for i, c in enumerate(cols) if c.lower().startswith("stall_") or "stall" in c.lower() and i != samples]
-print("total stall samples %d over %d SASS lines" % (total, len(body)))
-for r in sorted(body, key=lambda r: -num(r[samples]))[:40]:
-    reasons = sorted(((num(r[i]), cols[i]) for i in stall_cols if i < len(r)), reverse=True)[:3]
-    print("%5.1f%%  %-40s  %-60s  %s" % (100 * num(r[samples]) / total,
-          (r[src] if src is not None and src < len(r) else "")[-40:],
-          (r[sass] if sass is not None and sass < len(r) else "")[:60],
-          ", ".join("%s %d" % (n, v) for v, n in reasons if v)))
-EOF
+  python3 scripts/device/ncu_hot_lines.py "$rep.sass.csv" 2>&1 | tee -a "$LOG"
 done
 tar -czf "$OUT/decode_profile.tgz" -C /tmp decode_profile
 say "done"

@@ -53,7 +53,7 @@ run_test() {
   cat "$tmp" >> "$LOG"
 }
 
-run_test chunked_prefill_route_test 100
+run_test chunked_prefill_route_test 180
 run_test chunked_prefill_test 120
 run_test server_cuda_test 60
 
@@ -79,12 +79,40 @@ fi
 if [ -f "$B/libgdn_capi.so" ]; then
   budget=${ROUTE_BENCH_S:-110}
   PYTHONUNBUFFERED=1 timeout $(( budget + 30 )) python3 bench/prefill/route_bench.py \
-    --capi "$B/libgdn_capi.so" --out "$OUT" --budget-s "$budget" > /tmp/route_bench.txt 2>&1
+    --capi "$B/libgdn_capi.so" --out "$OUT" --budget-s "$budget" ${ROUTE_ROWS:+--rows "$ROUTE_ROWS"} \
+    ${ROUTE_REF_LEN:+--ref-len "$ROUTE_REF_LEN"} > /tmp/route_bench.txt 2>&1
   echo "route_bench: rc $?" | tee -a "$LOG"
   grep -E "^ROUTE|not importable|Error|error" /tmp/route_bench.txt | head -20 | tee -a "$LOG"
   echo "-- full output (route_bench)" >> "$LOG"
   cat /tmp/route_bench.txt >> "$LOG"
 else
   echo "route_bench: libgdn_capi.so not bundled" | tee -a "$LOG"
+fi
+
+# PROFILE=1: ncu on v8's two kernels at 16/32 4 x 8192 (route_bench row 0,
+# forced v8 by the bench's own v8 arm): TPrep and the fused chunk kernel,
+# speed of light, occupancy, warp states and the hottest SASS lines
+# (scripts/device/ncu_hot_lines.py); reports in $OUT/prefill_profile.tgz.
+NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+if [ "${PROFILE:-0}" = 1 ] && [ -x "$NCU" ] && [ -f "$B/libgdn_capi.so" ]; then
+  mkdir -p /tmp/prefill_profile
+  for kernel in TPrepKernel FusedChunkKernel; do
+    say "ncu: $kernel at 16/32 4 x 8192"
+    rep=/tmp/prefill_profile/$kernel
+    timeout 150 "$NCU" --kernel-name "regex:$kernel" --launch-skip 2 --launch-count 1 \
+      --section WarpStateStats --section SourceCounters --section InstructionStats \
+      --section SpeedOfLight --section Occupancy --section MemoryWorkloadAnalysis \
+      --section LaunchStats -o "$rep" -f \
+      python3 bench/prefill/route_bench.py --capi "$B/libgdn_capi.so" --out /tmp/prefill_profile \
+      --rows 0 --no-fla --ref-len 0 --budget-s 60 > "$rep.txt" 2>&1
+    echo "rc $?" | tee -a "$LOG"
+    [ -f "$rep.ncu-rep" ] || { tail -5 "$rep.txt" | tee -a "$LOG"; continue; }
+    "$NCU" -i "$rep.ncu-rep" --page details > "$rep.details.txt" 2>&1
+    grep -E "Duration|Throughput|Registers Per|Shared Memory Config|Achieved Occupancy|Theoretical Occupancy|Block Limit|Issue Slots Busy|Eligible Warps|No Eligible|Executed Ipc|Stall|Pipe|L1/TEX Hit|L2 Hit" \
+      "$rep.details.txt" | head -45 | tee -a "$LOG"
+    "$NCU" -i "$rep.ncu-rep" --page source --csv --print-source sass > "$rep.sass.csv" 2> /dev/null
+    python3 scripts/device/ncu_hot_lines.py "$rep.sass.csv" --top 30 2>&1 | tee -a "$LOG"
+  done
+  tar -czf "$OUT/prefill_profile.tgz" -C /tmp prefill_profile
 fi
 say "done"

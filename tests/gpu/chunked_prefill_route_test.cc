@@ -3,7 +3,8 @@
 // compute capability 9.0 device and match the float64 oracle within v7's
 // bars (chunked_prefill_fixture.h); calls it refuses (K = 64, int8 / fp8
 // pages, checkpoints, v7's knobs) go to v7; the default threshold on
-// sequences x value heads; the forced generations and their errors. On
+// sequences x value heads; the forced generations and their errors; long
+// single sequences forced through v8 (and v7) against the oracle. On
 // other devices every call must take v7 and forced v8 must fail cleanly.
 #include <cuda_runtime_api.h>
 
@@ -204,6 +205,28 @@ TEST_F(ChunkedPrefillRouteTest, ForcedGenerations) {
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
+  launcher().set_generation(ChunkedGeneration::kAuto);
+}
+
+// Long single sequences through forced v8, the case the default threshold
+// keeps on v7 today (16/32 1 x 32768: 32 units): the chained states of 256
+// chunks, from a page and with fused (Qwen3-Next) gating, within v7's bars,
+// and v7 on the same shapes for the record (the threshold's evidence,
+// chunked_prefill.h). 2/4 heads keep the float64 oracle short.
+TEST_F(ChunkedPrefillRouteTest, ForcedV8OnLongSingleSequences) {
+  if (!sm90_) GTEST_SKIP() << "v8 runs on compute capability 9.0 only";
+  GdnOptions fused = Options(2, 4, 128, 128);
+  fused.gating = GatingMode::kFused;
+  for (const GdnOptions& options : {Options(2, 4, 128, 128), fused}) {
+    for (const ChunkedGeneration generation : {ChunkedGeneration::kV8, ChunkedGeneration::kV7}) {
+      launcher().set_generation(generation);
+      const testing::ErrorStats err = ExpectPrefillMatches(options, {16384}, true);
+      EXPECT_EQ(launcher().last_generation(), generation);
+      std::printf("long sequence %s %s: o %s\n", DescribeOptions(options).c_str(),
+                  generation == ChunkedGeneration::kV8 ? "v8" : "v7",
+                  testing::ToString(err).c_str());
+    }
+  }
   launcher().set_generation(ChunkedGeneration::kAuto);
 }
 

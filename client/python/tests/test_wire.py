@@ -1,8 +1,10 @@
 """gdn_serve.wire against the generated protobuf classes (no server)."""
 
 import numpy as np
+import pytest
 
 from gdn_serve import wire
+from gdn_serve.errors import InvalidArgument
 from gdn_serve._proto import gdn_pb2
 
 
@@ -178,3 +180,44 @@ def test_prepared_request_equals_protobuf(server_bf16):
                              data=(bits[n] if n in bits else x[n]).tobytes())
            for n in ("q", "k", "v", "g", "beta")})
     assert prepared.payload(prepared.parts[0]) == expected.SerializeToString()
+
+
+def _sequences_bytes(specs):
+    """protobuf's own bytes of ForwardRequest.sequences for (id, position, num_tokens[, draft[, interval]])."""
+    msg = gdn_pb2.ForwardRequest()
+    for spec in specs:
+        draft, interval = (tuple(spec[3:]) + (False, 0))[:2]
+        msg.sequences.add(session_id=spec[0], position=spec[1], num_tokens=spec[2], draft=draft,
+                          checkpoint_interval=interval)
+    return msg.SerializeToString()
+
+
+def test_decode_step_batches_equal_protobuf():
+    """A batch of decode steps: every position class (0, one-byte, two-byte,
+    past the decode table) and id length (one- and two-byte lengths) agrees with
+    protobuf, on the first call and on the next (ids cached)."""
+    rng = np.random.default_rng(17)
+    ids = ["d%d-%s" % (i, "x" * int(rng.integers(0, 200))) for i in range(40)]
+    for round_ in range(6):
+        positions = [int(p) for p in rng.choice([0, 1, 127, 128, 5000, 16382], size=len(ids))]
+        if round_ == 5:
+            positions[7] = 16383  # past the decode table: the general loop
+        specs = [(s, p, 1) for s, p in zip(ids, positions)]
+        for _ in range(2):
+            encoded, total, tail, expected = wire.encode_sequences_expecting(specs)
+            assert encoded == _sequences_bytes(specs)
+            assert total == len(ids) and expected == [p + 1 for p in positions]
+            assert tail == gdn_pb2.ForwardResponse(positions=expected).SerializeToString()
+
+
+def test_decode_steps_with_longer_specs_take_the_general_path():
+    """A 5-field spec among decode steps keeps its checkpoint interval; a
+    one-token draft and a negative position are refused, ids cached or not."""
+    specs = [("c%d" % i, 10 + i, 1) for i in range(4)]
+    wire.encode_sequences_expecting(specs)
+    with_interval = specs[:2] + [("c2", 12, 1, False, 4)] + specs[3:]
+    assert wire.encode_sequences_expecting(with_interval)[0] == _sequences_bytes(with_interval)
+    with pytest.raises(InvalidArgument, match="draft"):
+        wire.encode_sequences_expecting(specs[:3] + [("c3", 13, 1, True)])
+    with pytest.raises(InvalidArgument, match="position"):
+        wire.encode_sequences_expecting(specs[:3] + [("c3", -1, 1)])
