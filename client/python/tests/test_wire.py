@@ -210,7 +210,7 @@ def test_decode_step_batches_equal_protobuf():
             assert tail == gdn_pb2.ForwardResponse(positions=expected).SerializeToString()
 
 
-def test_decode_steps_with_longer_specs_take_the_general_path():
+def test_decode_steps_among_longer_specs():
     """A 5-field spec among decode steps keeps its checkpoint interval; a
     one-token draft and a negative position are refused, ids cached or not."""
     specs = [("c%d" % i, 10 + i, 1) for i in range(4)]
