@@ -97,22 +97,19 @@ class ChunkedPrefill {
   // -1 (the default) is DefaultV8MinUnits(SM count); tests and benchmarks
   // set it to compare.
   void set_v8_min_units(int units) { v8_min_units_ = units; }
-  // SM count / 2: 66 on the H200. v8 gives each (sequence, value head) one
+  // SM count / 6: 22 on the H200. v8 gives each (sequence, value head) one
   // CTA that walks all its chunks; v7's state pass splits V into 16 / 32 / 64
-  // column tiles (up to 8 blocks per unit), so with few units v7 keeps more
-  // SMs busy. Measured (H200, fused_chunk_test timing, 2026-12-03): 128
-  // units (16/32 4 x 8192) v8 0.831 ms vs v7 1.626, 256 units (8 x 1024)
-  // 0.231 vs 0.471: v8 ahead by 2x from one full wave. Rows of 32 units
-  // (16/32 1 x 32768) and 8 (2/8 1 x 32768) run at most 32 / 8 SMs under
-  // v8, where v7 used 128 / 64 blocks of 32 / 16 columns, so they stay on v7
-  // until the span path (§4.7) exists. Half a wave is the guess between the
-  // two; re-measure with prefill_route_visit.sh and move it here. The first
-  // route_bench run (2026-12-03) says the crossing is lower: 32 units v8
-  // 1.73 ms against v7 1.90, 8 units v8 1.33 against v7 0.885. Lowering it
-  // (e.g. SM count / 6) waits for a device run of the oracle tests of a long
-  // single sequence through v8 (the bench checks errors only up to 8192
-  // tokens; chunked_prefill_test's 16/32 1 x 2048 would then take v8).
-  static int DefaultV8MinUnits(int sm_count) { return sm_count / 2; }
+  // column tiles (up to 8 blocks per unit), so with very few units v7 keeps
+  // more SMs busy. Measured on the H200 (route_bench, 2026-12-03, v7 / v8
+  // ms): 8 units (2/8 1 x 32768) 0.889 / 1.333 and 16 units (8/16 1 x
+  // 32768) 1.415 / 1.483: v7; 32 units (16/32 1 x 32768) 1.926 / 1.759,
+  // (1 x 8192) 0.509 / 0.462, (1 x 2048) 0.144 / 0.132, and 64 units (2 x
+  // 8192) 0.846 / 0.579: v8. The crossing lies between 16 and 32 units; a
+  // sixth of the SMs sits between them. Long single sequences through v8
+  // match the float64 oracle within v7's bars and below v7's error (route
+  // test ForcedV8OnLongSingleSequences, route_bench's 1 x 32768 row).
+  // Few units need the span path (HOPPER_DESIGN.md §4.7) to beat v7.
+  static int DefaultV8MinUnits(int sm_count) { return sm_count / 6; }
   // The generation a call with these arguments runs: kV7 or kV8 (never
   // kAuto), for the generation set now, `v_tile` and the state pass; an
   // error when kV8 is forced and v8 cannot run the call.

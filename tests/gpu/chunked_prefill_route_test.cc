@@ -105,7 +105,7 @@ TEST_F(ChunkedPrefillRouteTest, AutoRouteTakesV8WhereSupportedAndMatchesTheOracl
 
 // The cuda backend's own Prefill (CudaBackend::RoutePrefill -> ChunkedPrefill
 // kAuto with the default threshold) on a shape with enough units for v8 on
-// the H200 (4 x 32 = 128 >= 66): the server's path.
+// the H200 (4 x 32 = 128 >= 22): the server's path.
 TEST_F(ChunkedPrefillRouteTest, BackendPrefillThroughTheRouter) {
   ExpectPrefillMatches(Options(4, 32, 128, 128), {300, 1, 257, 64}, true,
                        testing::GateProfile::kRandom, backend_.get());
@@ -156,12 +156,12 @@ TEST_F(ChunkedPrefillRouteTest, RefusedCallsStayOnV7) {
 }
 
 // The default threshold (set_v8_min_units(-1)): DefaultV8MinUnits(SM count)
-// = SM count / 2 sequences x value heads. FlashQLA's rows on the H200 (132
-// SMs, threshold 66): 16/32 1 x 32768 (32 units) and 2/8 1 x 32768 (8) stay
-// on v7, 16/32 4 x 8192 (128), 8 x 1024 (256), 16/64 8 x 4096 (512) take v8.
+// = SM count / 6 sequences x value heads. FlashQLA's rows on the H200 (132
+// SMs, threshold 22): 2/8 1 x 32768 (8 units) stays on v7, 16/32 1 x 32768
+// (32), 4 x 8192 (128), 8 x 1024 (256), 16/64 8 x 4096 (512) take v8.
 TEST_F(ChunkedPrefillRouteTest, DefaultThresholdOnSequencesTimesHeads) {
   const int threshold = cuda::ChunkedPrefill::DefaultV8MinUnits(SmCount());
-  EXPECT_EQ(cuda::ChunkedPrefill::DefaultV8MinUnits(132), 66);
+  EXPECT_EQ(cuda::ChunkedPrefill::DefaultV8MinUnits(132), 22);
   struct Row {
     int hqk, hv, seqs;
   };
