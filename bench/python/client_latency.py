@@ -14,8 +14,10 @@ the two kinds of call (so both see the same machine):
                  (checking and packing the tensors, writing the request,
                  splitting, parsing the response, o as numpy / torch; the work
                  a split call hides behind its parts in flight does not count)
-    work         gdn_serve's code timed directly around the raw call (a split
-                 call's parts one after another, nothing hidden): P50 / P99
+    work         gdn_serve's code timed directly around the raw call (the
+                 inline request where Client.forward writes one, else the
+                 PreparedForward; a split call's parts one after another,
+                 nothing hidden): P50 / P99
 
 The issue's bar: overhead <= 10% of transport for decode 1 x 1 and 32 x 1 and
 prefill 1 x 2048.
@@ -90,6 +92,23 @@ def finish(prepared, raws):
     return prepared.finish([(r, wire.parse_forward_response(r)) for r in raws])
 
 
+def inline_request(client, sequences, args):
+    """ForwardLayout.inline_request as Client.forward calls it (None where this
+    gdn_serve has none, or for inputs it does not take as they are)."""
+    layout = client._layout
+    if not hasattr(layout, "inline_request") or client._region_table is not None:
+        return None
+    return layout.inline_request(client._limit, 0, sequences, *args, None, None, None, None)
+
+
+def finish_inline(client, inline, raw):
+    """(o, positions) of an inline request's response, as Client.forward takes it."""
+    _, plan, tail, positions = inline
+    offset = plan.canonical_o(raw, tail)
+    assert offset >= 0, "the no-compute server answers in its usual form"
+    return np.ndarray(plan.o_shape, client._layout.o_storage, raw, offset), positions
+
+
 def run_case(client, batch, tokens, calls, warmup, kind, seconds=None):
     config = client.config
     x = make_inputs(config, batch * tokens, kind)
@@ -109,12 +128,20 @@ def run_case(client, batch, tokens, calls, warmup, kind, seconds=None):
         # work: gdn_serve's code around the raw calls, part by part.
         sequences = [(s.id, s.positions[0], tokens) for s in sessions]
         t0 = time.perf_counter()
-        prepared = client._prepare_forward(0, sequences, dict(zip(names, args)))
-        payloads = [prepared.payload(p) for p in prepared.parts]
-        t1 = time.perf_counter()
-        raws = [call(p, timeout=client.timeout, metadata=metadata) for p in payloads]
-        t2 = time.perf_counter()
-        o, positions = finish(prepared, raws)
+        inline = None if channel is not None else inline_request(client, sequences, args)
+        if inline is not None:  # the client's path for numpy in the wire dtype, one message
+            payloads = [inline[0]]
+            t1 = time.perf_counter()
+            raws = [call(payloads[0], timeout=client.timeout, metadata=metadata)]
+            t2 = time.perf_counter()
+            o, positions = finish_inline(client, inline, raws[0])
+        else:
+            prepared = client._prepare_forward(0, sequences, dict(zip(names, args)))
+            payloads = [prepared.payload(p) for p in prepared.parts]
+            t1 = time.perf_counter()
+            raws = [call(p, timeout=client.timeout, metadata=metadata) for p in payloads]
+            t2 = time.perf_counter()
+            o, positions = finish(prepared, raws)
         t3 = time.perf_counter()
         for s, p in zip(sessions, positions):
             s.positions[0] = p

@@ -142,3 +142,60 @@ def test_shapes_checked_before_sending(client):
     with pytest.raises(gdn_serve.InvalidArgument, match="num_tokens"):
         client.forward(0, [("nobody", 0, 0)], x["q"][:0], x["k"][:0], x["v"][:0], x["g"][:0],
                        x["beta"][:0])
+
+
+def test_inline_request_takes_only_wire_ready_numpy(client):
+    """Client.forward writes the common call (numpy tensors already in the wire
+    storage dtype, C order, one message) without a PreparedForward; anything
+    else goes through PreparedForward (None here), and both give the same o."""
+    config = client.config
+    layout = ForwardLayout(config)
+    x = direct_inputs(np.random.default_rng(9), 3, config)
+    bits = {n: (dtypes.float32_to_bf16_bits(t) if n in ("q", "k", "v") else t)
+            for n, t in x.items()}
+    seqs = [("s", 4, 3)]
+
+    def inline(layer=0, limit=1 << 20, **changes):
+        t = dict(bits, a=None, b=None, a_log=None, dt_bias=None)
+        t.update(changes)
+        return layout.inline_request(limit, layer, seqs, t["q"], t["k"], t["v"], t["g"],
+                                     t["beta"], t["a"], t["b"], t["a_log"], t["dt_bias"])
+
+    payload, plan, tail, positions = inline()
+    assert positions == [7] and plan.total == 3
+    prepared = PreparedForward(layout, 1 << 20, 0, seqs, dict(bits))
+    assert payload == prepared.payload(prepared.parts[0])
+    assert inline(q=x["q"]) is None                       # float32: converted
+    assert inline(k=bits["k"][:, ::-1]) is None           # not C order
+    assert inline(v=bits["v"][:2]) is None                # a shape PreparedForward refuses
+    assert inline(layer=config.num_layers) is None        # refused there too
+    assert inline(a=x["g"]) is None                       # a superfluous gating tensor
+    assert inline(limit=1000) is None                     # split
+    outputs = []
+    for tensors in (bits, dict(bits, q=np.asfortranarray(bits["q"]))):  # inline, then prepared
+        sid = client.create_session()
+        o = client.forward(0, [(sid, 0, 3)], tensors["q"], tensors["k"], tensors["v"],
+                           tensors["g"], tensors["beta"])
+        assert o.dtype == np.uint16 and o.shape == (3, config.num_v_heads, config.head_dim_v)
+        outputs.append(o)
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+
+
+def test_answer_in_another_form_is_parsed(client):
+    """A response that is not the server's usual form (here with an unknown
+    field after the positions, which protobuf skips) is parsed, not refused."""
+    config = client.config
+    x = {n: (dtypes.float32_to_bf16_bits(t) if n in ("q", "k", "v") else t)
+         for n, t in direct_inputs(np.random.default_rng(10), 2, config).items()}
+    plain = client.create_session()
+    want = client.forward(0, [(plain, 0, 2)], x["q"], x["k"], x["v"], x["g"], x["beta"])
+    real = client._calls["Forward"]
+    client._calls["Forward"] = lambda payload, **kw: real(payload, **kw) + b"\x78\x01"
+    try:
+        sid = client.create_session()
+        o, positions = client.forward_with_positions(0, [(sid, 0, 2)], x["q"], x["k"], x["v"],
+                                                     x["g"], x["beta"])
+    finally:
+        client._calls["Forward"] = real
+    assert positions == [2]
+    np.testing.assert_array_equal(o, want)

@@ -12,6 +12,7 @@ answers it only for calls it did not apply. Safe to use from many threads.
 from typing import Any, List, Optional, Sequence, Tuple
 
 import grpc
+import numpy as np
 
 from ._proto import gdn_pb2
 from .channel import bind_methods, make_channel
@@ -283,7 +284,24 @@ class Client(ClientCore):
             layout = self._layout
         channel = getattr(self, "_forward_channel", None)
         limit = self._limit
-        if channel is not None:  # a part may fill a slot: no message limit on the channel
+        deadline = self.timeout if timeout is None else timeout
+        if channel is None and self._region_table is None and out is None:
+            inline = layout.inline_request(limit, layer, sequences, q, k, v, g, beta, a, b, a_log,
+                                           dt_bias)
+            if inline is not None:  # numpy tensors as they are, one message
+                payload, plan, tail, positions = inline
+                raw = self._call_forward(payload, deadline, self._md(sequences[0][0]))
+                offset = plan.canonical_o(raw, tail)
+                if offset >= 0:
+                    return np.ndarray(plan.o_shape, layout.o_storage, raw, offset), positions
+                # Any other form of answer: parsed and checked as for every call.
+                prepared = PreparedForward(
+                    layout, limit, layer, sequences,
+                    {"q": q, "k": k, "v": v, "g": g, "beta": beta, "a": a, "b": b,
+                     "a_log": a_log, "dt_bias": dt_bias})
+                prepared.take_whole(raw)
+                return prepared.result()
+        elif channel is not None:  # a part may fill a slot: no message limit on the channel
             limit = max(limit, min(channel.request_capacity, channel.response_capacity) - 65536)
         prepared = PreparedForward(
             layout, limit, layer, sequences,
@@ -291,26 +309,27 @@ class Client(ClientCore):
              "dt_bias": dt_bias}, 0, self._region_table, out)
         if prepared.cuda_devices:  # the client's writes are complete before the call
             self._region_table.sync_cuda(prepared.cuda_devices)
-        call = self._calls["Forward"]
         metadata = self._md(sequences[0][0])
-        deadline = self.timeout if timeout is None else timeout
         parts = prepared.parts
         if len(parts) == 1:
             payload = prepared.payload(parts[0])
             if channel is not None and len(payload) <= channel.request_capacity:
                 prepared.take_whole(channel.call(payload, deadline))
                 return prepared.result()
-            try:
-                raw = call(payload, timeout=deadline, metadata=metadata)
-                failed = None
-            except grpc.RpcError as e:
-                failed = e
-            if failed is not None:  # retried (UNAVAILABLE) or raised as its GdnError
-                raw = call_with_retry(self.retry, lambda attempt: call(
-                    payload, timeout=deadline, metadata=metadata), failed)
-            prepared.take_whole(raw)
+            prepared.take_whole(self._call_forward(payload, deadline, metadata))
             return prepared.result()
-        return self._forward_parts(prepared, call, deadline, metadata)
+        return self._forward_parts(prepared, self._calls["Forward"], deadline, metadata)
+
+    def _call_forward(self, payload: bytes, deadline, metadata) -> bytes:
+        """One whole Forward's response bytes; UNAVAILABLE retried, other
+        errors raised as their GdnError."""
+        call = self._calls["Forward"]
+        try:
+            return call(payload, timeout=deadline, metadata=metadata)
+        except grpc.RpcError as e:
+            failed = e
+        return call_with_retry(self.retry, lambda attempt: call(
+            payload, timeout=deadline, metadata=metadata), failed)
 
     def _forward_parts(self, prepared, call, deadline, metadata):
         """A split Forward: the parts go one after another (each is sent when the

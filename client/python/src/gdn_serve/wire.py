@@ -85,9 +85,8 @@ def _session_prefix(index: int, session_id) -> bytes:
     return prefix
 
 
-# Tagged fields of SequenceSpec for small values: position (2) and num_tokens (3).
+# SequenceSpec.position (field 2) of small values, tagged.
 _POSITION = [b""] + [b"\x10" + _TABLE[v] for v in range(1, _TABLE_SIZE)]
-_NUM_TOKENS = [b""] + [b"\x18" + _TABLE[v] for v in range(1, _TABLE_SIZE)]
 # position and num_tokens 1 of a decode step, together.
 _DECODE_STEP = [p + b"\x18\x01" for p in _POSITION[:-1]]
 
@@ -100,76 +99,84 @@ def encode_sequences(sequences: Sequence[Tuple[str, int, int]]) -> Tuple[bytes, 
     return encoded[0], encoded[1]
 
 
+# Per session id: the head of its SequenceSpec record in a decode step (key
+# 0x12, the record's length, the session_id field), for each length of the
+# step's tail _DECODE_STEP[position] (2 bytes at position 0, 4 below 128, 5
+# from 128), indexed by _DECODE_CLASS[position].
+_DECODE_HEADS: Dict[str, Tuple[bytes, bytes, bytes]] = {}
+_DECODE_CLASS = [0] + [1] * 127 + [2] * (len(_DECODE_STEP) - 128)
+
+
+def _decode_heads(index: int, session_id) -> Tuple[bytes, bytes, bytes]:
+    prefix = _SESSION_PREFIX_CACHE.get(session_id) or _session_prefix(index, session_id)
+    if len(_DECODE_HEADS) > 65536:
+        _DECODE_HEADS.clear()
+    heads = _DECODE_HEADS[session_id] = tuple(
+        b"\x12" + encode_varint(len(prefix) + tail) + prefix for tail in (2, 4, 5))
+    return heads
+
+
+def _encode_spec(index: int, spec) -> Tuple[bytes, int, int]:
+    """(SequenceSpec record, num_tokens, position + num_tokens) of any spec
+    (the general form: drafts, checkpoint intervals, large values), checked."""
+    try:  # (session_id, position, num_tokens[, draft[, checkpoint_interval]])
+        session_id, position, num_tokens, draft, interval = (tuple(spec) + (False, 0))[:5]
+    except (TypeError, ValueError):
+        raise InvalidArgument("sequences[%d]: expected (session_id, position, num_tokens"
+                              "[, draft[, checkpoint_interval]]), got %r" % (index, spec)) from None
+    prefix = _SESSION_PREFIX_CACHE.get(session_id) or _session_prefix(index, session_id)
+    if position < 0:
+        raise InvalidArgument("sequences[%d].position: must be >= 0, got %d" % (index, position))
+    if draft and not 2 <= num_tokens <= 8:
+        raise InvalidArgument("sequences[%d].draft: a draft has 2..8 tokens, got %d"
+                              % (index, num_tokens))
+    if num_tokens < 1:
+        raise InvalidArgument("sequences[%d].num_tokens: must be >= 1, got %d"
+                              % (index, num_tokens))
+    body = prefix + (b"\x10" + encode_varint(position) if position > 0 else b"") + \
+        b"\x18" + encode_varint(num_tokens) + (b"\x20\x01" if draft else b"") + \
+        (b"\x28" + encode_varint(interval) if interval > 0 else b"")
+    return b"\x12" + encode_varint(len(body)) + body, num_tokens, position + num_tokens
+
+
 def encode_sequences_expecting(sequences: Sequence[Tuple[str, int, int]]
                                ) -> Tuple[bytes, int, bytes, List[int]]:
     """encode_sequences, plus what the response will say when the call applies:
     ForwardResponse.positions (field 2, packed) as bytes and as the list
-    [position + num_tokens] (take_whole compares bytes instead of parsing)."""
+    [position + num_tokens] (take_whole compares bytes instead of parsing).
+
+    The hot path of every Forward: a decode step (num_tokens 1, position
+    below 16383) is two cached pieces per sequence; any other spec (a
+    prefill chunk, a draft, a checkpoint interval) goes through _encode_spec."""
     if not sequences:
         raise InvalidArgument("sequences: at least one sequence is required")
     parts: List[bytes] = []
     extend = parts.extend
     expected: List[int] = []
     expect = expected.append
-    packed: List[bytes] = []
-    pack = packed.append
-    cache, positions, counts, table, size = (_SESSION_PREFIX_CACHE, _POSITION, _NUM_TOKENS,
-                                             _TABLE, _TABLE_SIZE)
-    decode, decode_size = _DECODE_STEP, _TABLE_SIZE - 1
-    total = 0
-    for index, spec in enumerate(sequences):
-        draft, interval = False, 0
+    decode_heads, classes, decode, decode_size = (_DECODE_HEADS, _DECODE_CLASS, _DECODE_STEP,
+                                                  len(_DECODE_STEP))
+    index = 0
+    longer = 0  # tokens beyond one per sequence
+    for spec in sequences:
         try:
             session_id, position, num_tokens = spec
-        except (TypeError, ValueError):
-            try:  # (session_id, position, num_tokens, draft[, checkpoint_interval])
-                session_id, position, num_tokens, draft, interval = (tuple(spec) + (0,))[:5]
-            except (TypeError, ValueError):
-                raise InvalidArgument("sequences[%d]: expected (session_id, position, num_tokens"
-                                      "[, draft[, checkpoint_interval]]), got %r"
-                                      % (index, spec)) from None
-        prefix = cache.get(session_id) or _session_prefix(index, session_id)
-        after = position + num_tokens
-        if draft or interval:
-            if position < 0:
-                raise InvalidArgument("sequences[%d].position: must be >= 0, got %d" % (index, position))
-            if draft and not 2 <= num_tokens <= 8:
-                raise InvalidArgument("sequences[%d].draft: a draft has 2..8 tokens, got %d"
-                                      % (index, num_tokens))
-            if num_tokens < 1:
-                raise InvalidArgument("sequences[%d].num_tokens: must be >= 1, got %d"
-                                      % (index, num_tokens))
-            body = prefix + (b"\x10" + encode_varint(position) if position > 0 else b"") + \
-                b"\x18" + encode_varint(num_tokens) + (b"\x20\x01" if draft else b"") + \
-                (b"\x28" + encode_varint(interval) if interval > 0 else b"")
-            extend((b"\x12", encode_varint(len(body)), body))
-            pack(encode_varint(after))
-        elif num_tokens == 1 and 0 <= position < decode_size:  # a decode step: one lookup
-            spec_tail = decode[position]
-            length = len(prefix) + len(spec_tail)
-            extend((b"\x12", table[length] if length < size else encode_varint(length), prefix,
-                    spec_tail))
-            pack(table[after])
-        elif 0 <= position and 0 < num_tokens and after < size:
-            p, n = positions[position], counts[num_tokens]
-            length = len(prefix) + len(p) + len(n)
-            extend((b"\x12", table[length] if length < size else encode_varint(length), prefix,
-                    p, n))
-            pack(table[after])
+        except (TypeError, ValueError):  # the 4- and 5-field forms
+            num_tokens = 0
+        if num_tokens == 1 and 0 <= position < decode_size:  # a decode step
+            heads = decode_heads.get(session_id) or _decode_heads(index, session_id)
+            extend((heads[classes[position]], decode[position]))
+            expect(position + 1)
         else:
-            if position < 0:
-                raise InvalidArgument("sequences[%d].position: must be >= 0, got %d" % (index, position))
-            if num_tokens < 1:
-                raise InvalidArgument("sequences[%d].num_tokens: must be >= 1, got %d"
-                                      % (index, num_tokens))
-            body = prefix + (b"\x10" + encode_varint(position) if position else b"") + \
-                b"\x18" + encode_varint(num_tokens)
-            extend((b"\x12", encode_varint(len(body)), body))
-            pack(encode_varint(after))
-        expect(after)
-        total += num_tokens
-    values = b"".join(packed)
-    return b"".join(parts), total, b"\x12" + encode_varint(len(values)) + values, expected
+            record, num_tokens, after = _encode_spec(index, spec)
+            parts.append(record)
+            expect(after)
+            longer += num_tokens - 1
+        index += 1
+    table, size = _TABLE, _TABLE_SIZE
+    values = b"".join([table[a] if a < size else encode_varint(a) for a in expected])
+    return (b"".join(parts), index + longer, b"\x12" + encode_varint(len(values)) + values,
+            expected)
 
 
 def _dtype_shape(dtype: int, shape: Sequence[int]) -> bytes:
