@@ -3,8 +3,8 @@
 
 Against a server that does no compute (gdn-server --diagnostic_no_compute, or
 the echo server gdn-echo), for each case (B sessions x T tokens per Forward,
-layer 0, bf16 activations at the server's shape), in one loop that alternates
-the two kinds of call (so both see the same machine):
+layer 0 unless --layers, bf16 activations at the server's shape), in one
+loop that alternates the kinds of call (so all see the same machine):
 
     end_to_end   Client.forward through gdn_serve.forward_sessions: P50 / P99
     transport    the same request's bytes, prebuilt, through the raw gRPC call
@@ -26,6 +26,11 @@ prefill 1 x 2048.
         --cases decode:1x1,decode:32x1,prefill:1x2048 --calls 2000 --json_out out.json
 
 --seconds caps each case's time (python_visit.sh uses it to bound a visit).
+--layers N calls layers 0..N-1 in turn (the three kinds of call of one
+round at the same layer), so that a token's calls see the same positions at
+every layer, as a model runner's do (gdn_serve reuses the first layer's
+encoding of the sequences); the default, 1, is the worst case: every call at
+layer 0 with new positions.
 --channel sends every call through a same-host Forward channel
 (Client.open_forward_channel) instead of the Forward RPC; transport is then
 the channel's raw call.
@@ -92,13 +97,13 @@ def finish(prepared, raws):
     return prepared.finish([(r, wire.parse_forward_response(r)) for r in raws])
 
 
-def inline_request(client, sequences, args):
+def inline_request(client, layer, sequences, args):
     """ForwardLayout.inline_request as Client.forward calls it (None where this
     gdn_serve has none, or for inputs it does not take as they are)."""
     layout = client._layout
     if not hasattr(layout, "inline_request") or client._region_table is not None:
         return None
-    return layout.inline_request(client._limit, 0, sequences, *args, None, None, None, None)
+    return layout.inline_request(client._limit, layer, sequences, *args, None, None, None, None)
 
 
 def finish_inline(client, inline, raw):
@@ -109,7 +114,7 @@ def finish_inline(client, inline, raw):
     return np.ndarray(plan.o_shape, client._layout.o_storage, raw, offset), positions
 
 
-def run_case(client, batch, tokens, calls, warmup, kind, seconds=None):
+def run_case(client, batch, tokens, calls, warmup, kind, seconds=None, layers=1):
     config = client.config
     x = make_inputs(config, batch * tokens, kind)
     args = (x["q"], x["k"], x["v"], x["g"], x["beta"])
@@ -125,10 +130,11 @@ def run_case(client, batch, tokens, calls, warmup, kind, seconds=None):
     work, transport, end_to_end = [], [], []
     stop = None if seconds is None else time.perf_counter() + seconds
     for i in range(warmup + calls):
+        layer = i % layers  # a model's walk over its layers (--layers)
         # work: gdn_serve's code around the raw calls, part by part.
-        sequences = [(s.id, s.positions[0], tokens) for s in sessions]
+        sequences = [(s.id, s.positions[layer], tokens) for s in sessions]
         t0 = time.perf_counter()
-        inline = None if channel is not None else inline_request(client, sequences, args)
+        inline = None if channel is not None else inline_request(client, layer, sequences, args)
         if inline is not None:  # the client's path for numpy in the wire dtype, one message
             payloads = [inline[0]]
             t1 = time.perf_counter()
@@ -136,7 +142,7 @@ def run_case(client, batch, tokens, calls, warmup, kind, seconds=None):
             t2 = time.perf_counter()
             o, positions = finish_inline(client, inline, raws[0])
         else:
-            prepared = client._prepare_forward(0, sequences, dict(zip(names, args)))
+            prepared = client._prepare_forward(layer, sequences, dict(zip(names, args)))
             payloads = [prepared.payload(p) for p in prepared.parts]
             t1 = time.perf_counter()
             raws = [call(p, timeout=client.timeout, metadata=metadata) for p in payloads]
@@ -144,21 +150,21 @@ def run_case(client, batch, tokens, calls, warmup, kind, seconds=None):
             o, positions = finish(prepared, raws)
         t3 = time.perf_counter()
         for s, p in zip(sessions, positions):
-            s.positions[0] = p
+            s.positions[layer] = p
         # transport: the next call's bytes (built beforehand) through the raw call.
-        sequences = [(s.id, s.positions[0], tokens) for s in sessions]
-        prepared = client._prepare_forward(0, sequences, dict(zip(names, args)))
+        sequences = [(s.id, s.positions[layer], tokens) for s in sessions]
+        prepared = client._prepare_forward(layer, sequences, dict(zip(names, args)))
         payloads = [prepared.payload(p) for p in prepared.parts]
         t4 = time.perf_counter()
         raws = [call(p, timeout=client.timeout, metadata=metadata) for p in payloads]
         t5 = time.perf_counter()
         parts, request_bytes = len(payloads), sum(len(p) for p in payloads)
         for s, p in zip(sessions, finish(prepared, raws)[1]):
-            s.positions[0] = p
+            s.positions[layer] = p
         del o, raws, payloads, prepared
         # end to end: the client's call as an application makes it.
         t6 = time.perf_counter()
-        gdn_serve.forward_sessions(client, 0, sessions, [tokens] * batch, *args)
+        gdn_serve.forward_sessions(client, layer, sessions, [tokens] * batch, *args)
         t7 = time.perf_counter()
         if i >= warmup:
             work.append((t1 - t0) + (t3 - t2))
@@ -204,6 +210,10 @@ def main():
     parser.add_argument("--prefill_calls", type=int, default=100, help="measured calls per prefill case")
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--seconds", type=float, help="at most this long per case (after warmup)")
+    parser.add_argument("--layers", type=int, default=1,
+                        help="call layers 0..N-1 in turn, positions advancing after each round "
+                             "(a model's walk: a token's layers see the same positions); 1: "
+                             "every call at layer 0, positions advancing every call")
     parser.add_argument("--max_part_bytes", type=int, help="the client's max_part_bytes (default: its own)")
     parser.add_argument("--inputs", default="numpy", help="numpy, torch or torch-cuda (comma list)")
     parser.add_argument("--channel", action="store_true",
@@ -229,7 +239,8 @@ def main():
                "python": sys.version.split()[0], "host": platform.node(),
                "gdn_serve": gdn_serve.__version__, "allocator": a.allocator,
                "max_part_bytes": client.max_part_bytes, "numpy": np.__version__,
-               "grpcio": __import__("grpc").__version__, "channel": a.channel, "cases": []}
+               "grpcio": __import__("grpc").__version__, "channel": a.channel,
+               "layers": a.layers, "cases": []}
     print("| case | inputs | end-to-end P50 / P99 ms | transport P50 / P99 ms | overhead P50 ms | overhead / transport | work P50 / P99 ms |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for kind in a.inputs.split(","):
@@ -238,7 +249,7 @@ def main():
             batch, tokens = (int(v) for v in size.split("x"))
             calls = a.prefill_calls if name == "prefill" else a.calls
             try:
-                r = run_case(client, batch, tokens, calls, a.warmup, kind, a.seconds)
+                r = run_case(client, batch, tokens, calls, a.warmup, kind, a.seconds, a.layers)
             except Exception as e:  # e.g. torch-cuda without a GPU: reported, the rest runs
                 results["cases"].append({"case": case, "inputs": kind,
                                          "error": "%s: %s" % (type(e).__name__, e)})

@@ -127,7 +127,8 @@ fi
 # Durations (the whole visit must fit the device call: <= 200 s at these defaults):
 # PY_SECONDS per latency case and input kind (3 cases x 3 kinds per server),
 # at most PY_CALLS decode / PY_PREFILL_CALLS prefill calls per case;
-# CPP_SECONDS per gdn-bench case; PY_SERVERS: which servers the latency runs against.
+# CPP_SECONDS per gdn-bench case; PY_SERVERS: which servers the latency runs against;
+# PY_MODEL_LAYERS: see the no-compute server's step below.
 PY_SECONDS=${PY_SECONDS:-1.5}
 PY_CALLS=${PY_CALLS:-2000}
 PY_PREFILL_CALLS=${PY_PREFILL_CALLS:-100}
@@ -166,6 +167,12 @@ if [ "${PY_LATENCY:-1}" = 0 ]; then
 fi
 if has_server nocompute && start_server nocompute $B/gdn-server --backend=cuda --diagnostic_no_compute; then
   latency nocompute
+  # PY_MODEL_LAYERS=36: numpy decode again, walking 36 layers as a model does
+  # (client_latency.py --layers), -> latency_nocompute-layers<N>.json.
+  if [ -n "${PY_MODEL_LAYERS:-}" ]; then
+    latency "nocompute-layers$PY_MODEL_LAYERS" --layers "$PY_MODEL_LAYERS" \
+      --cases decode:1x1,decode:32x1 --inputs numpy
+  fi
   cpp_bench nocompute
 fi
 if has_server echo && [ -x $B/gdn-echo ] && start_server echo $B/gdn-echo --mode=raw; then

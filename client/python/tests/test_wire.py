@@ -221,3 +221,19 @@ def test_decode_steps_among_longer_specs():
         wire.encode_sequences_expecting(specs[:3] + [("c3", 13, 1, True)])
     with pytest.raises(InvalidArgument, match="position"):
         wire.encode_sequences_expecting(specs[:3] + [("c3", -1, 1)])
+
+
+def test_repeated_sequences_reuse_their_encoding():
+    """The same specs again (the next layer of a token) give the same bytes and
+    a fresh positions list (changing one does not change the next); a list
+    spec is encoded without being remembered; bad specs are never remembered."""
+    specs = [("layer-a", 40, 1), ("layer-b", 7, 3)]
+    first = wire.encode_sequences_expecting(specs)
+    first[3].append(99)
+    again = wire.encode_sequences_expecting(list(specs))
+    assert again[:3] == first[:3] and again[3] == [41, 10]
+    assert again[0] == _sequences_bytes(specs)
+    assert wire.encode_sequences_expecting([list(s) for s in specs])[0] == first[0]
+    for _ in range(2):
+        with pytest.raises(InvalidArgument, match="num_tokens"):
+            wire.encode_sequences_expecting([("layer-a", 40, 0)])

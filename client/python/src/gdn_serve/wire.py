@@ -139,11 +139,36 @@ def _encode_spec(index: int, spec) -> Tuple[bytes, int, int]:
     return b"\x12" + encode_varint(len(body)) + body, num_tokens, position + num_tokens
 
 
+# The last calls' encodings by their sequences: a model runner calls every
+# layer of a token with the same sessions at the same positions, so all but
+# the first layer's call reuse the first's bytes (a hash of the specs instead
+# of encoding them; entries are dropped all at once when it is full).
+_RECENT: Dict[tuple, Tuple[bytes, int, bytes, List[int]]] = {}
+_RECENT_LIMIT = 256
+
+
 def encode_sequences_expecting(sequences: Sequence[Tuple[str, int, int]]
                                ) -> Tuple[bytes, int, bytes, List[int]]:
     """encode_sequences, plus what the response will say when the call applies:
     ForwardResponse.positions (field 2, packed) as bytes and as the list
     [position + num_tokens] (take_whole compares bytes instead of parsing).
+    Remembers the last few encodings (_RECENT)."""
+    try:
+        key = tuple(sequences)
+        hit = _RECENT.get(key)
+    except TypeError:  # a spec that is not hashable (a list): encoded, not remembered
+        return _encode_sequences(sequences)
+    if hit is not None:
+        return hit[0], hit[1], hit[2], list(hit[3])
+    encoded = _encode_sequences(key)
+    if len(_RECENT) >= _RECENT_LIMIT:
+        _RECENT.clear()
+    _RECENT[key] = encoded[0], encoded[1], encoded[2], list(encoded[3])
+    return encoded
+
+
+def _encode_sequences(sequences) -> Tuple[bytes, int, bytes, List[int]]:
+    """encode_sequences_expecting without the memory.
 
     The hot path of every Forward: a decode step (num_tokens 1, position
     below 16383) is two cached pieces per sequence; any other spec (a
