@@ -237,3 +237,14 @@ def test_repeated_sequences_reuse_their_encoding():
     for _ in range(2):
         with pytest.raises(InvalidArgument, match="num_tokens"):
             wire.encode_sequences_expecting([("layer-a", 40, 0)])
+
+
+def test_values_of_the_wrong_type_are_invalid_arguments():
+    """A float position or count, an id that is not a str: InvalidArgument
+    naming the spec, on the decode-step path and the general one alike."""
+    for specs, match in (([("w", 5.0, 1)], "integers"), ([("w", 5, 2.0)], "integers"),
+                         ([("w", 1, 1), (["w"], 2, 1)], r"sequences\[1\].session_id"),
+                         ([("w", 1, 1), (7, 2, 3)], r"sequences\[1\].session_id")):
+        with pytest.raises(InvalidArgument, match=match):
+            wire.encode_sequences_expecting(specs)
+    assert wire.encode_sequences_expecting([("w", np.int64(5), np.int64(1))])[3] == [6]

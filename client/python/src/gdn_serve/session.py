@@ -188,7 +188,7 @@ def forward_sessions(client, layer: int, sessions: Sequence[Session], num_tokens
     """
     if len(sessions) != len(num_tokens):
         raise InvalidArgument("%d sessions, %d token counts" % (len(sessions), len(num_tokens)))
-    sequences = [(s.id, s.positions[layer], int(n)) for s, n in zip(sessions, num_tokens)]
+    sequences = [(s.id, s.positions[layer], n) for s, n in zip(sessions, num_tokens)]
     try:
         o, positions = client.forward_with_positions(layer, sequences, q, k, v, g, beta, a=a, b=b,
                                                      a_log=a_log, dt_bias=dt_bias, out=out,

@@ -20,6 +20,7 @@ ForwardResponse: o 1, positions 2 (packed), request_id 3, error_code 4,
 error_message 5 (parsed in wire_response).
 """
 
+from operator import index as index_of
 from typing import Dict, List, NamedTuple, Sequence, Tuple
 
 from .errors import InvalidArgument
@@ -124,7 +125,14 @@ def _encode_spec(index: int, spec) -> Tuple[bytes, int, int]:
     except (TypeError, ValueError):
         raise InvalidArgument("sequences[%d]: expected (session_id, position, num_tokens"
                               "[, draft[, checkpoint_interval]]), got %r" % (index, spec)) from None
-    prefix = _SESSION_PREFIX_CACHE.get(session_id) or _session_prefix(index, session_id)
+    prefix = (type(session_id) is str and _SESSION_PREFIX_CACHE.get(session_id)) or \
+        _session_prefix(index, session_id)
+    try:
+        position, num_tokens, interval = index_of(position), index_of(num_tokens), \
+            index_of(interval)
+    except TypeError:
+        raise InvalidArgument("sequences[%d]: position, num_tokens and checkpoint_interval must "
+                              "be integers, got %r" % (index, spec)) from None
     if position < 0:
         raise InvalidArgument("sequences[%d].position: must be >= 0, got %d" % (index, position))
     if draft and not 2 <= num_tokens <= 8:
@@ -183,21 +191,26 @@ def _encode_sequences(sequences) -> Tuple[bytes, int, bytes, List[int]]:
                                                   len(_DECODE_STEP))
     index = 0
     longer = 0  # tokens beyond one per sequence
-    for spec in sequences:
-        try:
-            session_id, position, num_tokens = spec
-        except (TypeError, ValueError):  # the 4- and 5-field forms
-            num_tokens = 0
-        if num_tokens == 1 and 0 <= position < decode_size:  # a decode step
-            heads = decode_heads.get(session_id) or _decode_heads(index, session_id)
-            extend((heads[classes[position]], decode[position]))
-            expect(position + 1)
-        else:
-            record, num_tokens, after = _encode_spec(index, spec)
-            parts.append(record)
-            expect(after)
-            longer += num_tokens - 1
-        index += 1
+    try:
+        for spec in sequences:
+            try:
+                session_id, position, num_tokens = spec
+            except (TypeError, ValueError):  # the 4- and 5-field forms
+                num_tokens = 0
+            if num_tokens == 1 and 0 <= position < decode_size:  # a decode step
+                heads = decode_heads.get(session_id) or _decode_heads(index, session_id)
+                extend((heads[classes[position]], decode[position]))
+                expect(position + 1)
+            else:
+                record, num_tokens, after = _encode_spec(index, spec)
+                parts.append(record)
+                expect(after)
+                longer += num_tokens - 1
+            index += 1
+    except TypeError:  # a value of the wrong type (a float position, an id that is a list)
+        for i, spec in enumerate(sequences):
+            _encode_spec(i, spec)  # raises InvalidArgument for the first bad spec
+        raise
     table, size = _TABLE, _TABLE_SIZE
     values = b"".join([table[a] if a < size else encode_varint(a) for a in expected])
     return (b"".join(parts), index + longer, b"\x12" + encode_varint(len(values)) + values,
