@@ -24,9 +24,14 @@
 //   step 3   T'' = T diag(beta) in fp32, split into Op hi + lo -> t_hi, t_lo.
 // The arithmetic of phase 1 and steps 0-2 is v7's, in the same order (the
 // code is a copy: v7's kernel is one function; sharing it would move v7's
-// code, and its cubin was not to change). The only differences: no gate
-// prefetch one head ahead, eg / ed / rq / rk are written with 0 for padding
-// tokens, and T is stored as T diag(beta) in two parts instead of applied.
+// code, and its cubin was not to change). The differences: eg / ed / rq / rk
+// are written with 0 for padding tokens, T is stored as T diag(beta) in two
+// parts instead of applied, and for occupancy (the kernel is bound by
+// latency and barriers, not bandwidth): Af / Tf / the stage overlay kb / qb
+// in shared memory, phase 1 stores each 8-element piece as it arrives, and
+// __launch_bounds__ asks for three blocks per SM (80 registers; was two at
+// 127 registers and 82 KB). The gates are loaded one value head ahead (the
+// first head's during phase 1), as v7 did.
 #ifndef GDN_KERNELS_CUDA_CHUNKED_TPREP_CUH_
 #define GDN_KERNELS_CUDA_CHUNKED_TPREP_CUH_
 
@@ -47,12 +52,17 @@ namespace gdn::cuda::chunked {
 // Threads of one TPrep block: 8 warps.
 inline constexpr int kTPrepThreads = 256;
 
-// Shared memory of TPrepKernel<K, In>, in bytes:
-//   kb, qb [64][K+8] Op     raw k, q of the chunk (padding rows zero)
-//   Af, Tf [64][72]  fp32   A; T (its strictly upper blocks are scratch)
-//   stage  [64][72]  Op     P's staging
+// Shared memory of TPrepKernel<K, In>, in bytes. kb / qb are read only by
+// phase 1 and the kk / qk products (which keep their results in registers),
+// so Af / Tf / the stage overlay them (first written in step 1 of the first
+// value head, after step 0's barrier):
+//   [union] kb, qb [64][K+8] Op     raw k, q of the chunk (padding rows zero)
+//           Af, Tf [64][72]  fp32   A; T (its strictly upper blocks are scratch)
+//           stage  [64][72]  Op     P's staging
 //   rk, rq, G, beta: 4 x [64] fp32
-// K = 128: 82,432 bytes (two blocks per SM); K = 64: 64,000 bytes.
+// K = 128 and K = 64: 47,104 bytes (kb + qb 34,816 / 18,432 < 46,080), so
+// shared memory allows four blocks per SM; registers set the count
+// (kTPrepBlocksPerSm).
 template <int K>
 struct TPrepSmem {
   static constexpr int kStrideK = K + 8;
@@ -61,7 +71,8 @@ struct TPrepSmem {
   static constexpr int kKb = 64 * kStrideK * 2;
   static constexpr int kF = 64 * kStrideF * 4;
   static constexpr int kStage = 64 * kStrideP * 2;
-  static constexpr int kBytes = 2 * kKb + 2 * kF + kStage + 4 * 64 * 4;
+  static constexpr int kUnion = 2 * kKb > 2 * kF + kStage ? 2 * kKb : 2 * kF + kStage;
+  static constexpr int kBytes = kUnion + 4 * 64 * 4;
 };
 
 // Copies a [64][64] tile of 16-bit elements from shared memory (row stride
@@ -86,24 +97,87 @@ __device__ __forceinline__ void SplitOp(float x0, float x1, uint32_t& hi, uint32
   lo = Pack2<Op>(x0 - h.x, x1 - h.y);
 }
 
+// Eight elements of a q / k row as floats (zeros for a padding row).
+template <typename In>
+__device__ __forceinline__ void LoadRow8(const In* p, bool valid, float x[8]) {
+  if (valid) {
+    Load8AsFloats(p, x);
+  } else {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x[e] = 0.f;
+  }
+}
+
+// Eight floats -> Op, one 16-byte shared-memory store.
+template <typename Op>
+__device__ __forceinline__ void StoreOp8(Op* dst, const float x[8]) {
+  *reinterpret_cast<uint4*>(dst) = make_uint4(Pack2<Op>(x[0], x[1]), Pack2<Op>(x[2], x[3]),
+                                              Pack2<Op>(x[4], x[5]), Pack2<Op>(x[6], x[7]));
+}
+
+// The per-token gating inputs of token t0 + i, value head h: direct g,
+// beta, or fused a, b; nothing is read for i >= L (padding). Loaded one
+// value head ahead of their use (step 0) so that the global latency hides
+// under the previous head's work; GateOf turns them into g, beta exactly
+// as v7 did at the point of use (the per-head A_log, dt_bias are read
+// there: two values, cached after the first blocks).
+struct GateRaw {
+  float x = 0.f, y = 0.f;
+};
+
+__device__ __forceinline__ GateRaw LoadGateRaw(const ChunkArgs& args, int t0, int L, int h,
+                                               int i) {
+  GateRaw r;
+  if (i < L) {
+    const int64_t idx = static_cast<int64_t>(t0 + i) * args.num_v_heads + h;
+    if (args.fused_gating) {
+      r.x = args.a[idx];
+      r.y = args.b[idx];
+    } else {
+      r.x = args.g[idx];
+      r.y = args.beta[idx];
+    }
+  }
+  return r;
+}
+
+// g, beta of token i from its raw inputs (padding i >= L: no decay, beta 0).
+__device__ __forceinline__ void GateOf(const ChunkArgs& args, const GateRaw& r, int h, int i,
+                                       int L, float& g, float& beta) {
+  g = beta = 0.f;
+  if (i < L) {
+    if (args.fused_gating) {
+      g = FusedDecay(r.x, args.A_log[h], args.dt_bias[h]);
+      beta = FusedBeta(r.y);
+    } else {
+      g = r.x;
+      beta = r.y;
+    }
+  }
+}
+
+// Blocks per SM that __launch_bounds__ budgets registers for. Shared memory
+// (TPrepSmem, 47 KB) allows four; registers decide (65,536 per SM).
+inline constexpr int kTPrepBlocksPerSm = 3;
+
 // Grid (num_chunks, Hqk), kTPrepThreads threads, TPrepSmem<K>::kBytes of
 // dynamic shared memory. args: q, k, the gating, cu_seqlens, chunk_table
 // (filled, ChunkTableKernel), num_seqs, num_qk_heads, num_v_heads,
 // group_size, scale, fused_gating, l2_norm_qk; nothing else is read.
 template <int K, typename In>
-__global__ void __launch_bounds__(kTPrepThreads, 2)
+__global__ void __launch_bounds__(kTPrepThreads, kTPrepBlocksPerSm)
     TPrepKernel(const ChunkArgs args, const TPrepWorkspace ws) {
   using S = TPrepSmem<K>;
   using Op = OperandFor<In>;
   constexpr int kSK = S::kStrideK, kSF = S::kStrideF, kSP = S::kStrideP;
   static_assert(K % 32 == 0, "K: a multiple of 32");
   extern __shared__ __align__(16) unsigned char smem[];
-  Op* kb = reinterpret_cast<Op*>(smem);
+  Op* kb = reinterpret_cast<Op*>(smem);  // kb, qb overlaid by Af, Tf, stage
   Op* qb = kb + 64 * kSK;
-  float* Af = reinterpret_cast<float*>(qb + 64 * kSK);
+  float* Af = reinterpret_cast<float*>(smem);
   float* Tf = Af + 64 * kSF;
   Op* stage = reinterpret_cast<Op*>(Tf + 64 * kSF);
-  float* rk_s = reinterpret_cast<float*>(stage + 64 * kSP);
+  float* rk_s = reinterpret_cast<float*>(smem + S::kUnion);
   float* rq_s = rk_s + 64;
   float* G_s = rq_s + 64;
   float* beta_s = G_s + 64;
@@ -121,42 +195,46 @@ __global__ void __launch_bounds__(kTPrepThreads, 2)
   const In* k = static_cast<const In*>(args.k);
   const int64_t qk_token = static_cast<int64_t>(args.num_qk_heads) * K;
 
+  // The first value head's gates, in flight during phase 1 (step 0).
+  GateRaw gate = LoadGateRaw(args, t0, L, hq * group_size, tid);
+
   // ---- phase 1 (per q/k head): raw q, k -> qb, kb; inverse norms ------------
   // Warp w owns rows 8 w .. 8 w + 7; lane = 8 b + r owns row 8 w + r, elements
-  // 32 m + 8 b .. + 7 for m < K / 32 (four lanes share a row). v7's code.
+  // 32 m + 8 b .. + 7 for m < K / 32 (four lanes share a row). v7's arithmetic
+  // (same values, same order of the sums), but each 8-element piece is stored
+  // as it arrives instead of holding the row's K / 4 floats in registers; the
+  // rare overflowed row (below) is read again from global memory.
   {
     constexpr int M = K / 32;
     const int r = lane & 7, b = lane >> 3;
     const int i = warp * 8 + r;
-    float kx[M][8], qx[M][8];
-    if (i < L) {
-      const In* kr = k + static_cast<int64_t>(t0 + i) * qk_token + hq * K + 8 * b;
-      const In* qr = q + static_cast<int64_t>(t0 + i) * qk_token + hq * K + 8 * b;
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-        Load8AsFloats(kr + 32 * m, kx[m]);
-        Load8AsFloats(qr + 32 * m, qx[m]);
-      }
-    } else {
-#pragma unroll
-      for (int m = 0; m < M; ++m)
-#pragma unroll
-        for (int e = 0; e < 8; ++e) kx[m][e] = qx[m][e] = 0.f;
-    }
+    const bool valid = i < L;
+    const In* kr = k + static_cast<int64_t>(t0 + i) * qk_token + hq * K + 8 * b;
+    const In* qr = q + static_cast<int64_t>(t0 + i) * qk_token + hq * K + 8 * b;
+    Op* kd = kb + i * kSK + 8 * b;
+    Op* qd = qb + i * kSK + 8 * b;
     float sk = 0.f, sq = 0.f;
 #pragma unroll
-    for (int m = 0; m < M; ++m)
+    for (int m = 0; m < M; ++m) {
+      float kx[8], qx[8];
+      LoadRow8(kr + 32 * m, valid, kx);
+      LoadRow8(qr + 32 * m, valid, qx);
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
-        sk += kx[m][e] * kx[m][e];
-        sq += qx[m][e] * qx[m][e];
+        sk += kx[e] * kx[e];
+        sq += qx[e] * qx[e];
       }
+      StoreOp8(kd + 32 * m, kx);
+      StoreOp8(qd + 32 * m, qx);
+    }
     sk += __shfl_xor_sync(0xffffffffu, sk, 8);
     sq += __shfl_xor_sync(0xffffffffu, sq, 8);
     sk += __shfl_xor_sync(0xffffffffu, sk, 16);
     sq += __shfl_xor_sync(0xffffffffu, sq, 16);
     // A row with max|x| >= ~2^60 overflowed its sum of squares: kept rescaled
-    // by kL2NormRescale, with the inverse norm of the rescaled row (v7).
+    // by kL2NormRescale, with the inverse norm of the rescaled row (v7). The
+    // whole warp reloads its rows and stores them again (unchanged where the
+    // factor is 1).
     float k_eps = kL2NormEps, q_eps = kL2NormEps;
     if (args.l2_norm_qk && __any_sync(0xffffffffu, !isfinite(sk) || !isfinite(sq))) {
       const float ck = isfinite(sk) ? 1.0f : kL2NormRescale;
@@ -165,29 +243,24 @@ __global__ void __launch_bounds__(kTPrepThreads, 2)
       if (cq != 1.0f) q_eps = 0.0f;
       sk = sq = 0.f;
 #pragma unroll
-      for (int m = 0; m < M; ++m)
+      for (int m = 0; m < M; ++m) {
+        float kx[8], qx[8];
+        LoadRow8(kr + 32 * m, valid, kx);
+        LoadRow8(qr + 32 * m, valid, qx);
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
-          kx[m][e] *= ck;
-          qx[m][e] *= cq;
-          sk += kx[m][e] * kx[m][e];
-          sq += qx[m][e] * qx[m][e];
+          kx[e] *= ck;
+          qx[e] *= cq;
+          sk += kx[e] * kx[e];
+          sq += qx[e] * qx[e];
         }
+        StoreOp8(kd + 32 * m, kx);
+        StoreOp8(qd + 32 * m, qx);
+      }
       sk += __shfl_xor_sync(0xffffffffu, sk, 8);
       sq += __shfl_xor_sync(0xffffffffu, sq, 8);
       sk += __shfl_xor_sync(0xffffffffu, sk, 16);
       sq += __shfl_xor_sync(0xffffffffu, sq, 16);
-    }
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-      const float* x = kx[m];
-      const float* y = qx[m];
-      *reinterpret_cast<uint4*>(kb + i * kSK + 32 * m + 8 * b) =
-          make_uint4(Pack2<Op>(x[0], x[1]), Pack2<Op>(x[2], x[3]), Pack2<Op>(x[4], x[5]),
-                     Pack2<Op>(x[6], x[7]));
-      *reinterpret_cast<uint4*>(qb + i * kSK + 32 * m + 8 * b) =
-          make_uint4(Pack2<Op>(y[0], y[1]), Pack2<Op>(y[2], y[3]), Pack2<Op>(y[4], y[5]),
-                     Pack2<Op>(y[6], y[7]));
     }
     if (b == 0) {
       const float rk = args.l2_norm_qk ? 1.0f / sqrtf(sk + k_eps) : 1.0f;
@@ -195,9 +268,15 @@ __global__ void __launch_bounds__(kTPrepThreads, 2)
       rk_s[i] = rk;
       rq_s[i] = rq;
       const int64_t cq = static_cast<int64_t>(c) * args.num_qk_heads + hq;
-      ws.rk[cq * 64 + i] = i < L ? rk : 0.f;
-      ws.rq[cq * 64 + i] = i < L ? rq : 0.f;
+      ws.rk[cq * 64 + i] = valid ? rk : 0.f;
+      ws.rq[cq * 64 + i] = valid ? rq : 0.f;
     }
+  }
+  if (tid < kChunk) {  // step 0's gates of the first value head
+    float gi, bi;
+    GateOf(args, gate, hq * group_size, tid, L, gi, bi);
+    G_s[tid] = gi;
+    beta_s[tid] = bi;
   }
   __syncthreads();
 
@@ -240,21 +319,18 @@ __global__ void __launch_bounds__(kTPrepThreads, 2)
     const int h = hq * group_size + rr;
     const int64_t ch = static_cast<int64_t>(c) * Hv + h;
 
-    // step 0: gating of token tid (padding: no decay, beta 0), prefix sums.
+    // step 0: gating of token tid (padding: no decay, beta 0) from the raw
+    // inputs loaded earlier; then the next value head's are loaded. Prefix
+    // sums. (This barrier also ends the kk / qk products' reads of kb / qb,
+    // which Af, Tf and the stage overlay.)
     if (tid < kChunk) {
-      float gi = 0.f, bi = 0.f;
-      if (tid < L) {
-        const int64_t idx = static_cast<int64_t>(t0 + tid) * Hv + h;
-        if (args.fused_gating) {
-          gi = FusedDecay(args.a[idx], args.A_log[h], args.dt_bias[h]);
-          bi = FusedBeta(args.b[idx]);
-        } else {
-          gi = args.g[idx];
-          bi = args.beta[idx];
-        }
+      if (rr > 0) {  // the first value head's were stored after phase 1
+        float gi, bi;
+        GateOf(args, gate, h, tid, L, gi, bi);
+        G_s[tid] = gi;
+        beta_s[tid] = bi;
       }
-      G_s[tid] = gi;
-      beta_s[tid] = bi;
+      if (rr + 1 < group_size) gate = LoadGateRaw(args, t0, L, h + 1, tid);
     }
     __syncthreads();
     if (warp == 0) {  // inclusive prefix sum of g over 64 tokens, 2 per lane (v7)
