@@ -12,26 +12,33 @@
 //            inverse norms rq, rk (-> workspace, 0 for padding);
 //            kk, qk on tensor cores (ldmatrix + mma.sync), normalised in fp32.
 //   per value head h:
-//   step 0   gating (direct g, beta, or fused Qwen3-Next: g = -exp(A_log)
-//            softplus(a + dt_bias), beta = sigmoid(b); padding g = beta = 0),
-//            prefix sum G (warp 0) -> g_cum, eg, ed, decay;
+//   step 0   (warp 0) gating (direct g, beta, or fused Qwen3-Next: g =
+//            -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b); padding
+//            g = beta = 0) from raw gates copied in (cp.async) one head ahead,
+//            prefix sum G -> g_cum, eg, ed, decay;
 //   step 1   A = strictly_lower(beta_i Gamma_ij kk_ij) (fp32, shared) and
 //            P = scale Gamma_ij qk_ij, j <= i (Op, staged);
 //   step 2   T = (I + A)^-1 by blocks, as v7: the four 16 x 16 diagonal blocks
-//            by forward substitution (warps 0-1) while warps 2-7 copy P out,
-//            then two merges 16 -> 32 -> 64 as split-bf16 tensor-core
-//            products (SplitMmaBlock, split_products.cuh);
+//            by forward substitution and the merge 16 -> 32 (warps 0-1, one
+//            pair of blocks each) while warps 2-7 copy P out, then the merge
+//            32 -> 64 (warps 0-3), as split-bf16 tensor-core products
+//            (SplitMmaBlock, split_products.cuh);
 //   step 3   T'' = T diag(beta) in fp32, split into Op hi + lo -> t_hi, t_lo.
 // The arithmetic of phase 1 and steps 0-2 is v7's, in the same order (the
 // code is a copy: v7's kernel is one function; sharing it would move v7's
 // code, and its cubin was not to change). The differences: eg / ed / rq / rk
 // are written with 0 for padding tokens, T is stored as T diag(beta) in two
-// parts instead of applied, and for occupancy (the kernel is bound by
-// latency and barriers, not bandwidth): Af / Tf / the stage overlay kb / qb
-// in shared memory, phase 1 stores each 8-element piece as it arrives, and
-// __launch_bounds__ asks for three blocks per SM (80 registers; was two at
-// 127 registers and 82 KB). The gates are loaded one value head ahead (the
-// first head's during phase 1), as v7 did.
+// parts instead of applied, and what makes it faster (the kernel is bound by
+// latency and barriers, not bandwidth):
+// - occupancy: Af / Tf / the stage overlay kb / qb in shared memory, phase 1
+//   stores each 8-element piece as it arrives, and __launch_bounds__ asks
+//   for three blocks per SM (80 registers, 48.6 KB; was two at 127
+//   registers and 82 KB);
+// - five block barriers per value head instead of nine: step 0 runs in one
+//   warp from gates copied in one head ahead (the first head's during phase
+//   1), G / beta are double-buffered by head parity (no barrier after step
+//   3), and steps 2a-2b of a block pair stay in one warp (warp barriers);
+// - the kk / qk tiles of warps 4-5 lie above the diagonal: not computed.
 #ifndef GDN_KERNELS_CUDA_CHUNKED_TPREP_CUH_
 #define GDN_KERNELS_CUDA_CHUNKED_TPREP_CUH_
 
@@ -43,6 +50,7 @@
 #include "kernels/cuda/chunked/mma_16bit.cuh"
 #include "kernels/cuda/chunked/split_products.cuh"
 #include "kernels/cuda/chunked/tprep_args.h"
+#include "kernels/cuda/common/cp_async.cuh"
 #include "kernels/cuda/common/vector_access.cuh"
 #include "kernels/gating.h"
 #include "kernels/gdn_types.h"
@@ -59,8 +67,10 @@ inline constexpr int kTPrepThreads = 256;
 //   [union] kb, qb [64][K+8] Op     raw k, q of the chunk (padding rows zero)
 //           Af, Tf [64][72]  fp32   A; T (its strictly upper blocks are scratch)
 //           stage  [64][72]  Op     P's staging
-//   rk, rq, G, beta: 4 x [64] fp32
-// K = 128 and K = 64: 47,104 bytes (kb + qb 34,816 / 18,432 < 46,080), so
+//   rk, rq [64] fp32; G, beta [2][64] fp32 (by value-head parity: step 0
+//   of the next head writes one while step 3 of this head reads the other)
+//   gate_raw [2][2][64] fp32 (by value-head parity; StartGateCopies)
+// K = 128 and K = 64: 48,640 bytes (kb + qb 34,816 / 18,432 < 46,080), so
 // shared memory allows four blocks per SM; registers set the count
 // (kTPrepBlocksPerSm).
 template <int K>
@@ -72,7 +82,7 @@ struct TPrepSmem {
   static constexpr int kF = 64 * kStrideF * 4;
   static constexpr int kStage = 64 * kStrideP * 2;
   static constexpr int kUnion = 2 * kKb > 2 * kF + kStage ? 2 * kKb : 2 * kF + kStage;
-  static constexpr int kBytes = kUnion + 4 * 64 * 4;
+  static constexpr int kBytes = kUnion + 10 * 64 * 4;
 };
 
 // Copies a [64][64] tile of 16-bit elements from shared memory (row stride
@@ -115,45 +125,76 @@ __device__ __forceinline__ void StoreOp8(Op* dst, const float x[8]) {
                                               Pack2<Op>(x[4], x[5]), Pack2<Op>(x[6], x[7]));
 }
 
-// The per-token gating inputs of token t0 + i, value head h: direct g,
-// beta, or fused a, b; nothing is read for i >= L (padding). Loaded one
-// value head ahead of their use (step 0) so that the global latency hides
-// under the previous head's work; GateOf turns them into g, beta exactly
-// as v7 did at the point of use (the per-head A_log, dt_bias are read
-// there: two values, cached after the first blocks).
-struct GateRaw {
-  float x = 0.f, y = 0.f;
-};
-
-__device__ __forceinline__ GateRaw LoadGateRaw(const ChunkArgs& args, int t0, int L, int h,
-                                               int i) {
-  GateRaw r;
-  if (i < L) {
-    const int64_t idx = static_cast<int64_t>(t0 + i) * args.num_v_heads + h;
-    if (args.fused_gating) {
-      r.x = args.a[idx];
-      r.y = args.b[idx];
-    } else {
-      r.x = args.g[idx];
-      r.y = args.beta[idx];
+// Warp 0 of the block, lane l: starts the copies of the per-token gating
+// inputs of tokens 2 l and 2 l + 1 (t0 + i), value head h, into raw
+// [2][64] fp32 (x: direct g or fused a; y: direct beta or fused b) and
+// commits them as one group; nothing is read for padding tokens (i >= L).
+// Issued one value head ahead of their use (step 0), so the global latency
+// hides under the previous head's work without holding registers.
+__device__ __forceinline__ void StartGateCopies(const ChunkArgs& args, int t0, int L, int h,
+                                                int lane, float* raw) {
+  const float* x = args.fused_gating ? args.a : args.g;
+  const float* y = args.fused_gating ? args.b : args.beta;
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const int i = 2 * lane + u;
+    if (i < L) {
+      const int64_t idx = static_cast<int64_t>(t0 + i) * args.num_v_heads + h;
+      CopyAsync4(raw + i, x + idx);
+      CopyAsync4(raw + 64 + i, y + idx);
     }
   }
-  return r;
+  CopyAsyncCommit();
 }
 
-// g, beta of token i from its raw inputs (padding i >= L: no decay, beta 0).
-__device__ __forceinline__ void GateOf(const ChunkArgs& args, const GateRaw& r, int h, int i,
+// g, beta of token i from its raw inputs (raw as above), exactly as v7 did
+// at the point of use (padding i >= L: no decay, beta 0).
+__device__ __forceinline__ void GateOf(const ChunkArgs& args, const float* raw, int h, int i,
                                        int L, float& g, float& beta) {
   g = beta = 0.f;
   if (i < L) {
     if (args.fused_gating) {
-      g = FusedDecay(r.x, args.A_log[h], args.dt_bias[h]);
-      beta = FusedBeta(r.y);
+      g = FusedDecay(raw[i], args.A_log[h], args.dt_bias[h]);
+      beta = FusedBeta(raw[64 + i]);
     } else {
-      g = r.x;
-      beta = r.y;
+      g = raw[i];
+      beta = raw[64 + i];
     }
   }
+}
+
+// Step 0 of value head h (chunk-head index ch) by warp 0, once its copies
+// (StartGateCopies into raw) have landed: lane l takes tokens 2 l and
+// 2 l + 1 (g, beta), the inclusive prefix sum G of g over the 64 tokens
+// (v7's order), G and beta to G_s, beta_s, and G, exp(G), exp(G_last - G),
+// exp(G_last) to the workspace.
+__device__ __forceinline__ void GatePrefix(const ChunkArgs& args, const TPrepWorkspace& ws,
+                                           const float* raw, int h, int64_t ch, int L, int lane,
+                                           float* G_s, float* beta_s) {
+  CopyAsyncWaitAll();  // each lane reads only the two tokens it copied
+  __syncwarp();
+  const int i0 = 2 * lane, i1 = 2 * lane + 1;
+  float x0, x1, b0, b1;
+  GateOf(args, raw, h, i0, L, x0, b0);
+  GateOf(args, raw, h, i1, L, x1, b1);
+  *reinterpret_cast<float2*>(beta_s + i0) = make_float2(b0, b1);
+  float s = x0 + x1;
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const float y = __shfl_up_sync(0xffffffffu, s, off);
+    if (lane >= off) s += y;
+  }
+  float before = __shfl_up_sync(0xffffffffu, s, 1);
+  if (lane == 0) before = 0.f;
+  const float G0 = before + x0, G1 = before + x0 + x1;
+  const float g_last = __shfl_sync(0xffffffffu, G1, 31);  // = G_{L-1}: padding has g = 0
+  *reinterpret_cast<float2*>(G_s + i0) = make_float2(G0, G1);
+  *reinterpret_cast<float2*>(ws.g_cum + ch * 64 + i0) = make_float2(G0, G1);
+  *reinterpret_cast<float2*>(ws.eg + ch * 64 + i0) =
+      make_float2(i0 < L ? expf(G0) : 0.f, i1 < L ? expf(G1) : 0.f);
+  *reinterpret_cast<float2*>(ws.ed + ch * 64 + i0) =
+      make_float2(i0 < L ? expf(g_last - G0) : 0.f, i1 < L ? expf(g_last - G1) : 0.f);
+  if (lane == 0) ws.decay[ch] = expf(g_last);
 }
 
 // Blocks per SM that __launch_bounds__ budgets registers for. Shared memory
@@ -179,8 +220,9 @@ __global__ void __launch_bounds__(kTPrepThreads, kTPrepBlocksPerSm)
   Op* stage = reinterpret_cast<Op*>(Tf + 64 * kSF);
   float* rk_s = reinterpret_cast<float*>(smem + S::kUnion);
   float* rq_s = rk_s + 64;
-  float* G_s = rq_s + 64;
-  float* beta_s = G_s + 64;
+  float* G_s = rq_s + 64;         // [2][64]
+  float* beta_s = G_s + 2 * 64;  // [2][64]
+  float* gate_raw = beta_s + 2 * 64;  // [2][2][64]
 
   const int c = blockIdx.x, hq = blockIdx.y;
   const int Hv = args.num_v_heads, group_size = args.group_size;
@@ -195,8 +237,8 @@ __global__ void __launch_bounds__(kTPrepThreads, kTPrepBlocksPerSm)
   const In* k = static_cast<const In*>(args.k);
   const int64_t qk_token = static_cast<int64_t>(args.num_qk_heads) * K;
 
-  // The first value head's gates, in flight during phase 1 (step 0).
-  GateRaw gate = LoadGateRaw(args, t0, L, hq * group_size, tid);
+  // The first value head's gates, in flight during phase 1.
+  if (warp == 0) StartGateCopies(args, t0, L, hq * group_size, lane, gate_raw);
 
   // ---- phase 1 (per q/k head): raw q, k -> qb, kb; inverse norms ------------
   // Warp w owns rows 8 w .. 8 w + 7; lane = 8 b + r owns row 8 w + r, elements
@@ -272,11 +314,9 @@ __global__ void __launch_bounds__(kTPrepThreads, kTPrepBlocksPerSm)
       ws.rq[cq * 64 + i] = valid ? rq : 0.f;
     }
   }
-  if (tid < kChunk) {  // step 0's gates of the first value head
-    float gi, bi;
-    GateOf(args, gate, hq * group_size, tid, L, gi, bi);
-    G_s[tid] = gi;
-    beta_s[tid] = bi;
+  if (warp == 0) {  // step 0 of the first value head (parity 0)
+    const int h = hq * group_size;
+    GatePrefix(args, ws, gate_raw, h, static_cast<int64_t>(c) * Hv + h, L, lane, G_s, beta_s);
   }
   __syncthreads();
 
@@ -284,24 +324,28 @@ __global__ void __launch_bounds__(kTPrepThreads, kTPrepBlocksPerSm)
   // Warp (mt, nh): rows 16 mt .., columns 32 nh .. (four 8-column n-tiles).
   const int mt = warp & 3;
   const int nh = warp >> 2;
+  // The tiles of warps 4, 5 (rows < 32, columns >= 32) lie above the
+  // diagonal, where step 1 only uses them times a zero decay: they stay 0.
   float kk[4][4], qk[4][4];
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) kk[nt][e] = qk[nt][e] = 0.f;
+  if (!(nh == 1 && mt < 2)) {
 #pragma unroll
-  for (int ks = 0; ks < K / 16; ++ks) {
-    uint32_t ak[4], aq[4];
-    LdsmA(ak, kb + mt * 16 * kSK + ks * 16, kSK, lane);
-    LdsmA(aq, qb + mt * 16 * kSK + ks * 16, kSK, lane);
+    for (int ks = 0; ks < K / 16; ++ks) {
+      uint32_t ak[4], aq[4];
+      LdsmA(ak, kb + mt * 16 * kSK + ks * 16, kSK, lane);
+      LdsmA(aq, qb + mt * 16 * kSK + ks * 16, kSK, lane);
 #pragma unroll
-    for (int np = 0; np < 2; ++np) {
-      uint32_t bf[4];
-      LdsmB2(bf, kb + (nh * 32 + np * 16) * kSK + ks * 16, kSK, lane);
-      Mma16816<Op>(kk[2 * np], ak, bf);
-      Mma16816<Op>(kk[2 * np + 1], ak, bf + 2);
-      Mma16816<Op>(qk[2 * np], aq, bf);
-      Mma16816<Op>(qk[2 * np + 1], aq, bf + 2);
+      for (int np = 0; np < 2; ++np) {
+        uint32_t bf[4];
+        LdsmB2(bf, kb + (nh * 32 + np * 16) * kSK + ks * 16, kSK, lane);
+        Mma16816<Op>(kk[2 * np], ak, bf);
+        Mma16816<Op>(kk[2 * np + 1], ak, bf + 2);
+        Mma16816<Op>(qk[2 * np], aq, bf);
+        Mma16816<Op>(qk[2 * np + 1], aq, bf + 2);
+      }
     }
   }
 #pragma unroll
@@ -319,41 +363,19 @@ __global__ void __launch_bounds__(kTPrepThreads, kTPrepBlocksPerSm)
     const int h = hq * group_size + rr;
     const int64_t ch = static_cast<int64_t>(c) * Hv + h;
 
-    // step 0: gating of token tid (padding: no decay, beta 0) from the raw
-    // inputs loaded earlier; then the next value head's are loaded. Prefix
-    // sums. (This barrier also ends the kk / qk products' reads of kb / qb,
-    // which Af, Tf and the stage overlay.)
-    if (tid < kChunk) {
-      if (rr > 0) {  // the first value head's were stored after phase 1
-        float gi, bi;
-        GateOf(args, gate, h, tid, L, gi, bi);
-        G_s[tid] = gi;
-        beta_s[tid] = bi;
+    // G, beta of this head (by parity, see TPrepSmem).
+    float* Gh = G_s + 64 * (rr & 1);
+    float* bh = beta_s + 64 * (rr & 1);
+
+    // step 0 (warp 0; the first head's ran after phase 1), then the copies
+    // of the next value head's raw gates start. This barrier also ends the kk / qk
+    // products' reads of kb / qb (which Af, Tf and the stage overlay) and the
+    // previous head's step 3 (which read Tf and the other beta parity).
+    if (warp == 0) {
+      if (rr > 0) GatePrefix(args, ws, gate_raw + 128 * (rr & 1), h, ch, L, lane, Gh, bh);
+      if (rr + 1 < group_size) {
+        StartGateCopies(args, t0, L, h + 1, lane, gate_raw + 128 * ((rr + 1) & 1));
       }
-      if (rr + 1 < group_size) gate = LoadGateRaw(args, t0, L, h + 1, tid);
-    }
-    __syncthreads();
-    if (warp == 0) {  // inclusive prefix sum of g over 64 tokens, 2 per lane (v7)
-      const float x0 = G_s[2 * lane], x1 = G_s[2 * lane + 1];
-      float s = x0 + x1;
-#pragma unroll
-      for (int off = 1; off < 32; off <<= 1) {
-        const float y = __shfl_up_sync(0xffffffffu, s, off);
-        if (lane >= off) s += y;
-      }
-      float before = __shfl_up_sync(0xffffffffu, s, 1);
-      if (lane == 0) before = 0.f;
-      const float G0 = before + x0, G1 = before + x0 + x1;
-      const float g_last = __shfl_sync(0xffffffffu, G1, 31);  // = G_{L-1}: padding has g = 0
-      G_s[2 * lane] = G0;
-      G_s[2 * lane + 1] = G1;
-      const int i0 = 2 * lane, i1 = 2 * lane + 1;
-      *reinterpret_cast<float2*>(ws.g_cum + ch * 64 + i0) = make_float2(G0, G1);
-      *reinterpret_cast<float2*>(ws.eg + ch * 64 + i0) =
-          make_float2(i0 < L ? expf(G0) : 0.f, i1 < L ? expf(G1) : 0.f);
-      *reinterpret_cast<float2*>(ws.ed + ch * 64 + i0) =
-          make_float2(i0 < L ? expf(g_last - G0) : 0.f, i1 < L ? expf(g_last - G1) : 0.f);
-      if (lane == 0) ws.decay[ch] = expf(g_last);
     }
     __syncthreads();
 
@@ -371,8 +393,8 @@ __global__ void __launch_bounds__(kTPrepThreads, kTPrepBlocksPerSm)
         for (int e = 0; e < 2; ++e) {
           const int j = j0 + e;
           // exp(G_i - G_j) <= 1 for j <= i; never evaluated above the diagonal.
-          const float decay = j <= i ? expf(G_s[i] - G_s[j]) : 0.f;
-          Af[i * kSF + j] = j < i ? beta_s[i] * decay * kk[nt][2 * half + e] : 0.f;
+          const float decay = j <= i ? expf(Gh[i] - Gh[j]) : 0.f;
+          Af[i * kSF + j] = j < i ? bh[i] * decay * kk[nt][2 * half + e] : 0.f;
           pv[e] = args.scale * decay * qk[nt][2 * half + e];
         }
         StoreOpPair(stage + i * kSP + j0, pv[0], pv[1]);
@@ -381,7 +403,12 @@ __global__ void __launch_bounds__(kTPrepThreads, kTPrepBlocksPerSm)
     __syncthreads();
 
     // step 2a: diagonal blocks T_dd = (I + A_dd)^-1 (warps 0-1: thread =
-    // column col of block d, forward substitution) beside P's copy (warps 2-7).
+    // column col of block d, forward substitution; warp p holds d = 2 p,
+    // 2 p + 1), then step 2b: merge 16 -> 32 (v7's, see
+    // chunk_prep_blocked.cuh), warp p the pair (2 p, 2 p + 1), beside P's
+    // copy (warps 2-7). Warp p's 2b reads only Af and what warp p wrote (its
+    // two diagonal blocks, then the scratch block Tf[0:16, 32 + 16 p ..]),
+    // and neither warp reads what the other writes: warp barriers inside.
     if (warp < 2) {
       const int d = tid >> 4, col = tid & 15;
       const float* a_blk = Af + 16 * d * kSF + 16 * d;
@@ -401,26 +428,20 @@ __global__ void __launch_bounds__(kTPrepThreads, kTPrepBlocksPerSm)
       }
 #pragma unroll
       for (int r = 0; r < 16; ++r) Tf[(16 * d + r) * kSF + 16 * d + col] = x[r];
+      __syncwarp();
+      const int p = warp;
+      SplitMmaBlock<kSF, 1>({Af + (32 * p + 16) * kSF + 32 * p}, {Tf + 32 * p * kSF + 32 * p},
+                            Tf + 32 + 16 * p, 1.f, lane);
+      __syncwarp();
+      SplitMmaBlock<kSF, 1>({Tf + (32 * p + 16) * kSF + 32 * p + 16}, {Tf + 32 + 16 * p},
+                            Tf + (32 * p + 16) * kSF + 32 * p, -1.f, lane);
     } else {
       CopyTile64ToGlobal(stage, kSP, p_global, 64, kTPrepThreads - 64);
     }
     __syncthreads();
 
-    // step 2b: merge 16 -> 32; step 2c: merge 32 -> 64 (v7's, see
-    // chunk_prep_blocked.cuh). Tf[0:16, 16:32] and Tf[32:48, 48:64] are never
-    // written, Tf[0:32, 32:64] is scratch: step 3 reads j <= i only.
-    if (warp < 2) {
-      const int p = warp;
-      SplitMmaBlock<kSF, 1>({Af + (32 * p + 16) * kSF + 32 * p}, {Tf + 32 * p * kSF + 32 * p},
-                            Tf + 32 + 16 * p, 1.f, lane);
-    }
-    __syncthreads();
-    if (warp < 2) {
-      const int p = warp;
-      SplitMmaBlock<kSF, 1>({Tf + (32 * p + 16) * kSF + 32 * p + 16}, {Tf + 32 + 16 * p},
-                            Tf + (32 * p + 16) * kSF + 32 * p, -1.f, lane);
-    }
-    __syncthreads();
+    // step 2c: merge 32 -> 64 (v7's). Tf[0:16, 16:32] and Tf[32:48, 48:64]
+    // are never written, Tf[0:32, 32:64] is scratch: step 3 reads j <= i only.
     if (warp < 4) {
       const int a = warp >> 1, b = warp & 1;
       const float* a_row = Af + (32 + 16 * a) * kSF;
@@ -459,15 +480,17 @@ __global__ void __launch_bounds__(kTPrepThreads, kTPrepBlocksPerSm)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int j = j0 + 2 * e;
-          const float x0 = j <= i ? t[2 * e] * beta_s[j] : 0.f;
-          const float x1 = j + 1 <= i ? t[2 * e + 1] * beta_s[j + 1] : 0.f;
+          const float x0 = j <= i ? t[2 * e] * bh[j] : 0.f;
+          const float x1 = j + 1 <= i ? t[2 * e + 1] * bh[j + 1] : 0.f;
           SplitOp<Op>(x0, x1, hi[e], lo[e]);
         }
         *reinterpret_cast<uint4*>(hi_out + i * 64 + j0) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
         *reinterpret_cast<uint4*>(lo_out + i * 64 + j0) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
       }
     }
-    __syncthreads();  // Af / Tf, the stage and the gate arrays are reused by the next head
+    // No barrier here: the next head's step 0 touches only the other G /
+    // beta parity and the workspace before its own barrier, which every
+    // thread reaches after this step 3.
   }
 }
 
