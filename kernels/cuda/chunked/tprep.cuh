@@ -82,6 +82,9 @@ struct TPrepSmem {
   static constexpr int kStage = 64 * kStrideP * 2;
   static constexpr int kUnion = 2 * kKb > 2 * kF + kStage ? 2 * kKb : 2 * kF + kStage;
   static constexpr int kBytes = kUnion + 10 * 64 * 4;
+  // rk, rq, G, beta, gate_raw follow the union: 16-byte aligned (float4
+  // reads of beta in step 3).
+  static_assert(kUnion % 16 == 0, "16-byte aligned vectors after the union");
 };
 
 // Copies a [64][64] tile of 16-bit elements from shared memory (row stride
@@ -307,7 +310,7 @@ __global__ void __launch_bounds__(kTPrepThreads, kTPrepBlocksPerSm)
     __syncthreads();
 
     // step 1: A (shared, fp32) and P (staged, copied out by warps 2-7 in step
-    // 2a) from kk, qk (v7).
+    // 2a) from kk, qk (v7's arithmetic; G_j and A in pairs: j0 is even).
     Op* p_global = reinterpret_cast<Op*>(ws.p) + ch * 64 * 64;
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
@@ -315,15 +318,19 @@ __global__ void __launch_bounds__(kTPrepThreads, kTPrepBlocksPerSm)
       for (int half = 0; half < 2; ++half) {
         const int i = mt * 16 + group + 8 * half;
         const int j0 = nh * 32 + nt * 8 + 2 * tig;
-        float pv[2];
+        const float Gi = Gh[i], bi = bh[i];
+        const float2 Gj = *reinterpret_cast<const float2*>(Gh + j0);
+        const float Gjs[2] = {Gj.x, Gj.y};
+        float av[2], pv[2];
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int j = j0 + e;
           // exp(G_i - G_j) <= 1 for j <= i; never evaluated above the diagonal.
-          const float decay = j <= i ? expf(Gh[i] - Gh[j]) : 0.f;
-          Af[i * kSF + j] = j < i ? bh[i] * decay * kk[nt][2 * half + e] : 0.f;
+          const float decay = j <= i ? expf(Gi - Gjs[e]) : 0.f;
+          av[e] = j < i ? bi * decay * kk[nt][2 * half + e] : 0.f;
           pv[e] = args.scale * decay * qk[nt][2 * half + e];
         }
+        *reinterpret_cast<float2*>(Af + i * kSF + j0) = make_float2(av[0], av[1]);
         StoreOpPair(stage + i * kSP + j0, pv[0], pv[1]);
       }
     }
@@ -400,15 +407,26 @@ __global__ void __launch_bounds__(kTPrepThreads, kTPrepBlocksPerSm)
       Op* lo_out = reinterpret_cast<Op*>(ws.t_lo) + ch * 64 * 64;
       for (int p = tid; p < 64 * 8; p += kTPrepThreads) {
         const int i = p >> 3, j0 = (p & 7) * 8;
-        const float4 t0v = *reinterpret_cast<const float4*>(Tf + i * kSF + j0);
-        const float4 t1v = *reinterpret_cast<const float4*>(Tf + i * kSF + j0 + 4);
-        const float t[8] = {t0v.x, t0v.y, t0v.z, t0v.w, t1v.x, t1v.y, t1v.z, t1v.w};
+        // A piece wholly above the diagonal (j0 > i) is zero: T (whose upper
+        // blocks are scratch) and beta are not read for it.
+        float t[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+        float be[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+        if (j0 <= i) {
+          const float4 t0v = *reinterpret_cast<const float4*>(Tf + i * kSF + j0);
+          const float4 t1v = *reinterpret_cast<const float4*>(Tf + i * kSF + j0 + 4);
+          const float4 b0v = *reinterpret_cast<const float4*>(bh + j0);
+          const float4 b1v = *reinterpret_cast<const float4*>(bh + j0 + 4);
+          t[0] = t0v.x, t[1] = t0v.y, t[2] = t0v.z, t[3] = t0v.w;
+          t[4] = t1v.x, t[5] = t1v.y, t[6] = t1v.z, t[7] = t1v.w;
+          be[0] = b0v.x, be[1] = b0v.y, be[2] = b0v.z, be[3] = b0v.w;
+          be[4] = b1v.x, be[5] = b1v.y, be[6] = b1v.z, be[7] = b1v.w;
+        }
         uint32_t hi[4], lo[4];
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int j = j0 + 2 * e;
-          const float x0 = j <= i ? t[2 * e] * bh[j] : 0.f;
-          const float x1 = j + 1 <= i ? t[2 * e + 1] * bh[j + 1] : 0.f;
+          const float x0 = j <= i ? t[2 * e] * be[2 * e] : 0.f;
+          const float x1 = j + 1 <= i ? t[2 * e + 1] * be[2 * e + 1] : 0.f;
           SplitOp<Op>(x0, x1, hi[e], lo[e]);
         }
         *reinterpret_cast<uint4*>(hi_out + i * 64 + j0) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
