@@ -23,7 +23,9 @@
 //            pair of blocks each) while warps 2-7 copy P out, then the merge
 //            32 -> 64 (warps 0-3), as split-bf16 tensor-core products
 //            (SplitMmaBlock, split_products.cuh);
-//   step 3   T'' = T diag(beta) in fp32, split into Op hi + lo -> t_hi, t_lo.
+//   step 3   T'' = T diag(beta) in fp32, split into Op hi + lo -> t_hi, t_lo
+//            (rows 0-31 by warps 4-7 during the merge 32 -> 64, rows 32-63
+//            by all warps after it).
 // The arithmetic of phase 1 and steps 0-2 is v7's, in the same order (the
 // code is a copy: v7's kernel is one function; sharing it would move v7's
 // code, and its cubin was not to change). The differences: eg / ed / rq / rk
@@ -107,6 +109,39 @@ __device__ __forceinline__ void SplitOp(float x0, float x1, uint32_t& hi, uint32
   hi = Pack2<Op>(x0, x1);
   const float2 h = Unpack2<Op>(hi);
   lo = Pack2<Op>(x0 - h.x, x1 - h.y);
+}
+
+// Step 3 for one piece of T'' = T diag(beta), j <= i (fp32), as Op hi + lo:
+// piece p = row i = p / 8, columns j0 = 8 (p % 8) .. + 7, two 16-byte
+// stores into the [64][64] tiles hi_out, lo_out. T fp32 [64][kSF] and beta
+// [64] in shared memory. A piece wholly above the diagonal (j0 > i) is zero:
+// T (whose upper blocks are scratch) and beta are not read for it.
+template <typename Op, int kSF>
+__device__ __forceinline__ void StoreTPiece(const float* Tf, const float* beta, Op* hi_out,
+                                            Op* lo_out, int p) {
+  const int i = p >> 3, j0 = (p & 7) * 8;
+  float t[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  float be[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  if (j0 <= i) {
+    const float4 t0v = *reinterpret_cast<const float4*>(Tf + i * kSF + j0);
+    const float4 t1v = *reinterpret_cast<const float4*>(Tf + i * kSF + j0 + 4);
+    const float4 b0v = *reinterpret_cast<const float4*>(beta + j0);
+    const float4 b1v = *reinterpret_cast<const float4*>(beta + j0 + 4);
+    t[0] = t0v.x, t[1] = t0v.y, t[2] = t0v.z, t[3] = t0v.w;
+    t[4] = t1v.x, t[5] = t1v.y, t[6] = t1v.z, t[7] = t1v.w;
+    be[0] = b0v.x, be[1] = b0v.y, be[2] = b0v.z, be[3] = b0v.w;
+    be[4] = b1v.x, be[5] = b1v.y, be[6] = b1v.z, be[7] = b1v.w;
+  }
+  uint32_t hi[4], lo[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int j = j0 + 2 * e;
+    const float x0 = j <= i ? t[2 * e] * be[2 * e] : 0.f;
+    const float x1 = j + 1 <= i ? t[2 * e + 1] * be[2 * e + 1] : 0.f;
+    SplitOp<Op>(x0, x1, hi[e], lo[e]);
+  }
+  *reinterpret_cast<uint4*>(hi_out + i * 64 + j0) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+  *reinterpret_cast<uint4*>(lo_out + i * 64 + j0) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
 }
 
 // Eight elements of a q / k row as floats (zeros for a padding row).
@@ -374,8 +409,13 @@ __global__ void __launch_bounds__(kTPrepThreads, kTPrepBlocksPerSm)
     }
     __syncthreads();
 
-    // step 2c: merge 32 -> 64 (v7's). Tf[0:16, 16:32] and Tf[32:48, 48:64]
-    // are never written, Tf[0:32, 32:64] is scratch: step 3 reads j <= i only.
+    // step 2c: merge 32 -> 64 (v7's, warps 0-3). Tf[0:16, 16:32] and
+    // Tf[32:48, 48:64] are never written, Tf[0:32, 32:64] is scratch: step 3
+    // reads j <= i only. Meanwhile warps 4-7 run step 3 on T's rows 0-31
+    // (pieces 0-255, two per thread): those read Tf[0:32, 0:32] only, final
+    // since the barrier above, which 2c reads but does not write.
+    Op* hi_out = reinterpret_cast<Op*>(ws.t_hi) + ch * 64 * 64;
+    Op* lo_out = reinterpret_cast<Op*>(ws.t_lo) + ch * 64 * 64;
     if (warp < 4) {
       const int a = warp >> 1, b = warp & 1;
       const float* a_row = Af + (32 + 16 * a) * kSF;
@@ -386,6 +426,8 @@ __global__ void __launch_bounds__(kTPrepThreads, kTPrepBlocksPerSm)
         SplitMmaBlock<kSF, 1>({a_row + 16}, {Tf + 16 * kSF + 16}, Tf + 16 * a * kSF + 48, 1.f,
                               lane);
       }
+    } else {
+      StoreTPiece<Op, kSF>(Tf, bh, hi_out, lo_out, tid - 128);
     }
     __syncthreads();
     if (warp < 4) {
@@ -397,42 +439,13 @@ __global__ void __launch_bounds__(kTPrepThreads, kTPrepBlocksPerSm)
         SplitMmaBlock<kSF, 2>({Tf + 48 * kSF + 32, Tf + 48 * kSF + 48}, {y0, y0 + 16 * kSF},
                               Tf + 48 * kSF + 16 * b, -1.f, lane);
       }
+    } else {
+      StoreTPiece<Op, kSF>(Tf, bh, hi_out, lo_out, tid);
     }
     __syncthreads();
 
-    // step 3: T'' = T diag(beta), j <= i (fp32), as Op hi + lo, 16-byte
-    // stores: thread piece p = row i, columns 8 (p % 8) .. + 7.
-    {
-      Op* hi_out = reinterpret_cast<Op*>(ws.t_hi) + ch * 64 * 64;
-      Op* lo_out = reinterpret_cast<Op*>(ws.t_lo) + ch * 64 * 64;
-      for (int p = tid; p < 64 * 8; p += kTPrepThreads) {
-        const int i = p >> 3, j0 = (p & 7) * 8;
-        // A piece wholly above the diagonal (j0 > i) is zero: T (whose upper
-        // blocks are scratch) and beta are not read for it.
-        float t[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-        float be[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-        if (j0 <= i) {
-          const float4 t0v = *reinterpret_cast<const float4*>(Tf + i * kSF + j0);
-          const float4 t1v = *reinterpret_cast<const float4*>(Tf + i * kSF + j0 + 4);
-          const float4 b0v = *reinterpret_cast<const float4*>(bh + j0);
-          const float4 b1v = *reinterpret_cast<const float4*>(bh + j0 + 4);
-          t[0] = t0v.x, t[1] = t0v.y, t[2] = t0v.z, t[3] = t0v.w;
-          t[4] = t1v.x, t[5] = t1v.y, t[6] = t1v.z, t[7] = t1v.w;
-          be[0] = b0v.x, be[1] = b0v.y, be[2] = b0v.z, be[3] = b0v.w;
-          be[4] = b1v.x, be[5] = b1v.y, be[6] = b1v.z, be[7] = b1v.w;
-        }
-        uint32_t hi[4], lo[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int j = j0 + 2 * e;
-          const float x0 = j <= i ? t[2 * e] * be[2 * e] : 0.f;
-          const float x1 = j + 1 <= i ? t[2 * e + 1] * be[2 * e + 1] : 0.f;
-          SplitOp<Op>(x0, x1, hi[e], lo[e]);
-        }
-        *reinterpret_cast<uint4*>(hi_out + i * 64 + j0) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-        *reinterpret_cast<uint4*>(lo_out + i * 64 + j0) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
-      }
-    }
+    // step 3 on T's rows 32-63 (pieces 256-511): one per thread.
+    StoreTPiece<Op, kSF>(Tf, bh, hi_out, lo_out, 256 + tid);
     // No barrier here: the next head's step 0 touches only the other G /
     // beta parity and the workspace before its own barrier, which every
     // thread reaches after this step 3.
