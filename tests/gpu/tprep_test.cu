@@ -40,6 +40,10 @@ struct Case {
   Gate gate;
   bool l2 = true;
   bool all_equal = false;
+  // Some q and k rows at ~1e30 (bf16 only): their fp32 sum of squares
+  // overflows, so TPrep keeps them times kL2NormRescale and reports the
+  // inverse norm of the rescaled row (v7's rule; its reload path).
+  bool huge_rows = false;
 };
 
 // gtest prints a failing case by its name.
@@ -123,8 +127,11 @@ TEST_P(TPrepTest, MatchesFloat64) {
     // all_equal: every token of a head has the same q and the same k.
     const size_t src = cs.all_equal ? x % (static_cast<size_t>(Hqk) * K) : x;
     if (src == x) {
-      qb[x] = ToBits(amp * normal(rng), dt);
-      kb[x] = ToBits(amp * normal(rng), dt);
+      const size_t t = x / (static_cast<size_t>(Hqk) * K);
+      const double q_amp = cs.huge_rows && t % 11 == 5 ? 1e30 : amp;
+      const double k_amp = cs.huge_rows && t % 7 == 3 ? 1e30 : amp;
+      qb[x] = ToBits(q_amp * normal(rng), dt);
+      kb[x] = ToBits(k_amp * normal(rng), dt);
     } else {
       qb[x] = qb[src];
       kb[x] = kb[src];
@@ -272,7 +279,11 @@ TEST_P(TPrepTest, MatchesFloat64) {
       const int L = std::min(64, cu[s + 1] - t0);
       for (int hq = 0; hq < Hqk; ++hq) {
         // norms of the raw rows (float64) and rq, rk
+        // (rq_dev, rk_dev: what the device reports; for a row whose fp32
+        // sum of squares overflows, the inverse norm of the row times
+        // kL2NormRescale, without the eps.)
         std::vector<double> nq(64, 0), nk(64, 0), rq(64, 0), rk(64, 0);
+        std::vector<double> rq_dev(64, 0), rk_dev(64, 0);
         for (int i = 0; i < L; ++i) {
           const size_t base = (static_cast<size_t>(t0 + i) * Hqk + hq) * K;
           double sq = 0, sk = 0;
@@ -284,6 +295,10 @@ TEST_P(TPrepTest, MatchesFloat64) {
           nk[i] = std::sqrt(sk);
           rq[i] = cs.l2 ? 1.0 / std::sqrt(sq + kL2NormEps) : 1.0;
           rk[i] = cs.l2 ? 1.0 / std::sqrt(sk + kL2NormEps) : 1.0;
+          const double c2 = static_cast<double>(kL2NormRescale) * kL2NormRescale;
+          const bool q_over = cs.l2 && sq > 1e38, k_over = cs.l2 && sk > 1e38;
+          rq_dev[i] = q_over ? 1.0 / std::sqrt(c2 * sq) : rq[i];
+          rk_dev[i] = k_over ? 1.0 / std::sqrt(c2 * sk) : rk[i];
         }
         const size_t cq = static_cast<size_t>(c) * Hqk + hq;
         for (int i = 0; i < 64; ++i) {
@@ -294,8 +309,8 @@ TEST_P(TPrepTest, MatchesFloat64) {
             continue;
           }
           const double rb = cs.l2 ? std::ldexp(1.0, -18) : 0.0;
-          wrq.Add(std::fabs(gq - rq[i]), rb * rq[i] + 1e-300, "rq " + at);
-          wrk.Add(std::fabs(gk - rk[i]), rb * rk[i] + 1e-300, "rk " + at);
+          wrq.Add(std::fabs(gq - rq_dev[i]), rb * rq_dev[i] + 1e-300, "rq " + at);
+          wrk.Add(std::fabs(gk - rk_dev[i]), rb * rk_dev[i] + 1e-300, "rk " + at);
         }
         // dot products of the raw rows
         std::vector<double> QK(64 * 64, 0), KK(64 * 64, 0);
@@ -457,6 +472,7 @@ std::vector<Case> Cases() {
       {"k64_fp16_qwen", fp, 64, 1, 2, {70}, Gate::kQwen},
       {"l2off_bf16", bf, 128, 1, 2, {96}, Gate::kMild, false},
       {"l2off_fp16", fp, 128, 1, 2, {96}, Gate::kMild, false},
+      {"huge_rows_bf16", bf, 128, 2, 4, {150}, Gate::kMild, true, false, true},
   };
 }
 

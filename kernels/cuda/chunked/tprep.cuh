@@ -12,21 +12,35 @@
 //            inverse norms rq, rk (-> workspace, 0 for padding);
 //            kk, qk on tensor cores (ldmatrix + mma.sync), normalised in fp32.
 //   per value head h:
-//   step 0   gating (direct g, beta, or fused Qwen3-Next: g = -exp(A_log)
-//            softplus(a + dt_bias), beta = sigmoid(b); padding g = beta = 0),
-//            prefix sum G (warp 0) -> g_cum, eg, ed, decay;
+//   step 0   (warp 0) gating (direct g, beta, or fused Qwen3-Next: g =
+//            -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b); padding
+//            g = beta = 0) from raw gates copied in (cp.async) one head ahead,
+//            prefix sum G -> g_cum, eg, ed, decay;
 //   step 1   A = strictly_lower(beta_i Gamma_ij kk_ij) (fp32, shared) and
 //            P = scale Gamma_ij qk_ij, j <= i (Op, staged);
 //   step 2   T = (I + A)^-1 by blocks, as v7: the four 16 x 16 diagonal blocks
-//            by forward substitution (warps 0-1) while warps 2-7 copy P out,
-//            then two merges 16 -> 32 -> 64 as split-bf16 tensor-core
-//            products (SplitMmaBlock, split_products.cuh);
-//   step 3   T'' = T diag(beta) in fp32, split into Op hi + lo -> t_hi, t_lo.
+//            by forward substitution and the merge 16 -> 32 (warps 0-1, one
+//            pair of blocks each) while warps 2-7 copy P out, then the merge
+//            32 -> 64 (warps 0-3), as split-bf16 tensor-core products
+//            (SplitMmaBlock, split_products.cuh);
+//   step 3   T'' = T diag(beta) in fp32, split into Op hi + lo -> t_hi, t_lo
+//            (rows 0-31 by warps 4-7 during the merge 32 -> 64, rows 32-63
+//            by all warps after it).
 // The arithmetic of phase 1 and steps 0-2 is v7's, in the same order (the
 // code is a copy: v7's kernel is one function; sharing it would move v7's
-// code, and its cubin was not to change). The only differences: no gate
-// prefetch one head ahead, eg / ed / rq / rk are written with 0 for padding
-// tokens, and T is stored as T diag(beta) in two parts instead of applied.
+// code, and its cubin was not to change). The differences: eg / ed / rq / rk
+// are written with 0 for padding tokens, T is stored as T diag(beta) in two
+// parts instead of applied, and what makes it faster (the kernel is bound by
+// latency and barriers, not bandwidth):
+// - occupancy: Af / Tf / the stage overlay kb / qb in shared memory, phase 1
+//   stores each 8-element piece as it arrives, and __launch_bounds__ asks
+//   for three blocks per SM (80 registers, 48.6 KB; was two at 127
+//   registers and 82 KB; four at 64 registers is an instance too, tprep.h);
+// - five block barriers per value head instead of nine: step 0 runs in one
+//   warp from gates copied in one head ahead (the first head's during phase
+//   1), G / beta are double-buffered by head parity (no barrier after step
+//   3), and steps 2a-2b of a block pair stay in one warp (warp barriers);
+// - the kk / qk tiles of warps 4-5 lie above the diagonal: not computed.
 #ifndef GDN_KERNELS_CUDA_CHUNKED_TPREP_CUH_
 #define GDN_KERNELS_CUDA_CHUNKED_TPREP_CUH_
 
@@ -37,9 +51,9 @@
 #include "kernels/cuda/chunked/chunk_args.h"
 #include "kernels/cuda/chunked/mma_16bit.cuh"
 #include "kernels/cuda/chunked/split_products.cuh"
+#include "kernels/cuda/chunked/tprep_gates.cuh"
 #include "kernels/cuda/chunked/tprep_args.h"
 #include "kernels/cuda/common/vector_access.cuh"
-#include "kernels/gating.h"
 #include "kernels/gdn_types.h"
 
 namespace gdn::cuda::chunked {
@@ -47,12 +61,19 @@ namespace gdn::cuda::chunked {
 // Threads of one TPrep block: 8 warps.
 inline constexpr int kTPrepThreads = 256;
 
-// Shared memory of TPrepKernel<K, In>, in bytes:
-//   kb, qb [64][K+8] Op     raw k, q of the chunk (padding rows zero)
-//   Af, Tf [64][72]  fp32   A; T (its strictly upper blocks are scratch)
-//   stage  [64][72]  Op     P's staging
-//   rk, rq, G, beta: 4 x [64] fp32
-// K = 128: 82,432 bytes (two blocks per SM); K = 64: 64,000 bytes.
+// Shared memory of TPrepKernel<K, In>, in bytes. kb / qb are read only by
+// phase 1 and the kk / qk products (which keep their results in registers),
+// so Af / Tf / the stage overlay them (first written in step 1 of the first
+// value head, after step 0's barrier):
+//   [union] kb, qb [64][K+8] Op     raw k, q of the chunk (padding rows zero)
+//           Af, Tf [64][72]  fp32   A; T (its strictly upper blocks are scratch)
+//           stage  [64][72]  Op     P's staging
+//   rk, rq [64] fp32; G, beta [2][64] fp32 (by value-head parity: step 0
+//   of the next head writes one while step 3 of this head reads the other)
+//   gate_raw [2][2][64] fp32 (by value-head parity; StartGateCopies)
+// K = 128 and K = 64: 48,640 bytes (kb + qb 34,816 / 18,432 < 46,080), so
+// shared memory allows four blocks per SM; registers set the count
+// (TPrepKernel's kBlocksPerSm).
 template <int K>
 struct TPrepSmem {
   static constexpr int kStrideK = K + 8;
@@ -61,7 +82,11 @@ struct TPrepSmem {
   static constexpr int kKb = 64 * kStrideK * 2;
   static constexpr int kF = 64 * kStrideF * 4;
   static constexpr int kStage = 64 * kStrideP * 2;
-  static constexpr int kBytes = 2 * kKb + 2 * kF + kStage + 4 * 64 * 4;
+  static constexpr int kUnion = 2 * kKb > 2 * kF + kStage ? 2 * kKb : 2 * kF + kStage;
+  static constexpr int kBytes = kUnion + 10 * 64 * 4;
+  // rk, rq, G, beta, gate_raw follow the union: 16-byte aligned (float4
+  // reads of beta in step 3).
+  static_assert(kUnion % 16 == 0, "16-byte aligned vectors after the union");
 };
 
 // Copies a [64][64] tile of 16-bit elements from shared memory (row stride
@@ -86,27 +111,83 @@ __device__ __forceinline__ void SplitOp(float x0, float x1, uint32_t& hi, uint32
   lo = Pack2<Op>(x0 - h.x, x1 - h.y);
 }
 
+// Step 3 for one piece of T'' = T diag(beta), j <= i (fp32), as Op hi + lo:
+// piece p = row i = p / 8, columns j0 = 8 (p % 8) .. + 7, two 16-byte
+// stores into the [64][64] tiles hi_out, lo_out. T fp32 [64][kSF] and beta
+// [64] in shared memory. A piece wholly above the diagonal (j0 > i) is zero:
+// T (whose upper blocks are scratch) and beta are not read for it.
+template <typename Op, int kSF>
+__device__ __forceinline__ void StoreTPiece(const float* Tf, const float* beta, Op* hi_out,
+                                            Op* lo_out, int p) {
+  const int i = p >> 3, j0 = (p & 7) * 8;
+  float t[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  float be[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  if (j0 <= i) {
+    const float4 t0v = *reinterpret_cast<const float4*>(Tf + i * kSF + j0);
+    const float4 t1v = *reinterpret_cast<const float4*>(Tf + i * kSF + j0 + 4);
+    const float4 b0v = *reinterpret_cast<const float4*>(beta + j0);
+    const float4 b1v = *reinterpret_cast<const float4*>(beta + j0 + 4);
+    t[0] = t0v.x, t[1] = t0v.y, t[2] = t0v.z, t[3] = t0v.w;
+    t[4] = t1v.x, t[5] = t1v.y, t[6] = t1v.z, t[7] = t1v.w;
+    be[0] = b0v.x, be[1] = b0v.y, be[2] = b0v.z, be[3] = b0v.w;
+    be[4] = b1v.x, be[5] = b1v.y, be[6] = b1v.z, be[7] = b1v.w;
+  }
+  uint32_t hi[4], lo[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int j = j0 + 2 * e;
+    const float x0 = j <= i ? t[2 * e] * be[2 * e] : 0.f;
+    const float x1 = j + 1 <= i ? t[2 * e + 1] * be[2 * e + 1] : 0.f;
+    SplitOp<Op>(x0, x1, hi[e], lo[e]);
+  }
+  *reinterpret_cast<uint4*>(hi_out + i * 64 + j0) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+  *reinterpret_cast<uint4*>(lo_out + i * 64 + j0) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+}
+
+// Eight elements of a q / k row as floats (zeros for a padding row).
+template <typename In>
+__device__ __forceinline__ void LoadRow8(const In* p, bool valid, float x[8]) {
+  if (valid) {
+    Load8AsFloats(p, x);
+  } else {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x[e] = 0.f;
+  }
+}
+
+// Eight floats -> Op, one 16-byte shared-memory store.
+template <typename Op>
+__device__ __forceinline__ void StoreOp8(Op* dst, const float x[8]) {
+  *reinterpret_cast<uint4*>(dst) = make_uint4(Pack2<Op>(x[0], x[1]), Pack2<Op>(x[2], x[3]),
+                                              Pack2<Op>(x[4], x[5]), Pack2<Op>(x[6], x[7]));
+}
+
 // Grid (num_chunks, Hqk), kTPrepThreads threads, TPrepSmem<K>::kBytes of
 // dynamic shared memory. args: q, k, the gating, cu_seqlens, chunk_table
 // (filled, ChunkTableKernel), num_seqs, num_qk_heads, num_v_heads,
 // group_size, scale, fused_gating, l2_norm_qk; nothing else is read.
-template <int K, typename In>
-__global__ void __launch_bounds__(kTPrepThreads, 2)
+// kBlocksPerSm: the blocks per SM that __launch_bounds__ budgets registers
+// for (65,536 per SM; shared memory allows four): 3 gives 80 registers
+// (ptxas -v, K = 128: 4-8 bytes of spills for bf16, up to 32 for fp16), 4
+// gives 64 registers (24 bytes of spills). The same code either way.
+template <int K, typename In, int kBlocksPerSm>
+__global__ void __launch_bounds__(kTPrepThreads, kBlocksPerSm)
     TPrepKernel(const ChunkArgs args, const TPrepWorkspace ws) {
   using S = TPrepSmem<K>;
   using Op = OperandFor<In>;
   constexpr int kSK = S::kStrideK, kSF = S::kStrideF, kSP = S::kStrideP;
   static_assert(K % 32 == 0, "K: a multiple of 32");
   extern __shared__ __align__(16) unsigned char smem[];
-  Op* kb = reinterpret_cast<Op*>(smem);
+  Op* kb = reinterpret_cast<Op*>(smem);  // kb, qb overlaid by Af, Tf, stage
   Op* qb = kb + 64 * kSK;
-  float* Af = reinterpret_cast<float*>(qb + 64 * kSK);
+  float* Af = reinterpret_cast<float*>(smem);
   float* Tf = Af + 64 * kSF;
   Op* stage = reinterpret_cast<Op*>(Tf + 64 * kSF);
-  float* rk_s = reinterpret_cast<float*>(stage + 64 * kSP);
+  float* rk_s = reinterpret_cast<float*>(smem + S::kUnion);
   float* rq_s = rk_s + 64;
-  float* G_s = rq_s + 64;
-  float* beta_s = G_s + 64;
+  float* G_s = rq_s + 64;         // [2][64]
+  float* beta_s = G_s + 2 * 64;  // [2][64]
+  float* gate_raw = beta_s + 2 * 64;  // [2][2][64]
 
   const int c = blockIdx.x, hq = blockIdx.y;
   const int Hv = args.num_v_heads, group_size = args.group_size;
@@ -121,42 +202,46 @@ __global__ void __launch_bounds__(kTPrepThreads, 2)
   const In* k = static_cast<const In*>(args.k);
   const int64_t qk_token = static_cast<int64_t>(args.num_qk_heads) * K;
 
+  // The first value head's gates, in flight during phase 1.
+  if (warp == 0) StartGateCopies(args, t0, L, hq * group_size, lane, gate_raw);
+
   // ---- phase 1 (per q/k head): raw q, k -> qb, kb; inverse norms ------------
   // Warp w owns rows 8 w .. 8 w + 7; lane = 8 b + r owns row 8 w + r, elements
-  // 32 m + 8 b .. + 7 for m < K / 32 (four lanes share a row). v7's code.
+  // 32 m + 8 b .. + 7 for m < K / 32 (four lanes share a row). v7's arithmetic
+  // (same values, same order of the sums), but each 8-element piece is stored
+  // as it arrives instead of holding the row's K / 4 floats in registers; the
+  // rare overflowed row (below) is read again from global memory.
   {
     constexpr int M = K / 32;
     const int r = lane & 7, b = lane >> 3;
     const int i = warp * 8 + r;
-    float kx[M][8], qx[M][8];
-    if (i < L) {
-      const In* kr = k + static_cast<int64_t>(t0 + i) * qk_token + hq * K + 8 * b;
-      const In* qr = q + static_cast<int64_t>(t0 + i) * qk_token + hq * K + 8 * b;
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-        Load8AsFloats(kr + 32 * m, kx[m]);
-        Load8AsFloats(qr + 32 * m, qx[m]);
-      }
-    } else {
-#pragma unroll
-      for (int m = 0; m < M; ++m)
-#pragma unroll
-        for (int e = 0; e < 8; ++e) kx[m][e] = qx[m][e] = 0.f;
-    }
+    const bool valid = i < L;
+    const In* kr = k + static_cast<int64_t>(t0 + i) * qk_token + hq * K + 8 * b;
+    const In* qr = q + static_cast<int64_t>(t0 + i) * qk_token + hq * K + 8 * b;
+    Op* kd = kb + i * kSK + 8 * b;
+    Op* qd = qb + i * kSK + 8 * b;
     float sk = 0.f, sq = 0.f;
 #pragma unroll
-    for (int m = 0; m < M; ++m)
+    for (int m = 0; m < M; ++m) {
+      float kx[8], qx[8];
+      LoadRow8(kr + 32 * m, valid, kx);
+      LoadRow8(qr + 32 * m, valid, qx);
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
-        sk += kx[m][e] * kx[m][e];
-        sq += qx[m][e] * qx[m][e];
+        sk += kx[e] * kx[e];
+        sq += qx[e] * qx[e];
       }
+      StoreOp8(kd + 32 * m, kx);
+      StoreOp8(qd + 32 * m, qx);
+    }
     sk += __shfl_xor_sync(0xffffffffu, sk, 8);
     sq += __shfl_xor_sync(0xffffffffu, sq, 8);
     sk += __shfl_xor_sync(0xffffffffu, sk, 16);
     sq += __shfl_xor_sync(0xffffffffu, sq, 16);
     // A row with max|x| >= ~2^60 overflowed its sum of squares: kept rescaled
-    // by kL2NormRescale, with the inverse norm of the rescaled row (v7).
+    // by kL2NormRescale, with the inverse norm of the rescaled row (v7). The
+    // whole warp reloads its rows and stores them again (unchanged where the
+    // factor is 1).
     float k_eps = kL2NormEps, q_eps = kL2NormEps;
     if (args.l2_norm_qk && __any_sync(0xffffffffu, !isfinite(sk) || !isfinite(sq))) {
       const float ck = isfinite(sk) ? 1.0f : kL2NormRescale;
@@ -165,29 +250,24 @@ __global__ void __launch_bounds__(kTPrepThreads, 2)
       if (cq != 1.0f) q_eps = 0.0f;
       sk = sq = 0.f;
 #pragma unroll
-      for (int m = 0; m < M; ++m)
+      for (int m = 0; m < M; ++m) {
+        float kx[8], qx[8];
+        LoadRow8(kr + 32 * m, valid, kx);
+        LoadRow8(qr + 32 * m, valid, qx);
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
-          kx[m][e] *= ck;
-          qx[m][e] *= cq;
-          sk += kx[m][e] * kx[m][e];
-          sq += qx[m][e] * qx[m][e];
+          kx[e] *= ck;
+          qx[e] *= cq;
+          sk += kx[e] * kx[e];
+          sq += qx[e] * qx[e];
         }
+        StoreOp8(kd + 32 * m, kx);
+        StoreOp8(qd + 32 * m, qx);
+      }
       sk += __shfl_xor_sync(0xffffffffu, sk, 8);
       sq += __shfl_xor_sync(0xffffffffu, sq, 8);
       sk += __shfl_xor_sync(0xffffffffu, sk, 16);
       sq += __shfl_xor_sync(0xffffffffu, sq, 16);
-    }
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-      const float* x = kx[m];
-      const float* y = qx[m];
-      *reinterpret_cast<uint4*>(kb + i * kSK + 32 * m + 8 * b) =
-          make_uint4(Pack2<Op>(x[0], x[1]), Pack2<Op>(x[2], x[3]), Pack2<Op>(x[4], x[5]),
-                     Pack2<Op>(x[6], x[7]));
-      *reinterpret_cast<uint4*>(qb + i * kSK + 32 * m + 8 * b) =
-          make_uint4(Pack2<Op>(y[0], y[1]), Pack2<Op>(y[2], y[3]), Pack2<Op>(y[4], y[5]),
-                     Pack2<Op>(y[6], y[7]));
     }
     if (b == 0) {
       const float rk = args.l2_norm_qk ? 1.0f / sqrtf(sk + k_eps) : 1.0f;
@@ -195,9 +275,13 @@ __global__ void __launch_bounds__(kTPrepThreads, 2)
       rk_s[i] = rk;
       rq_s[i] = rq;
       const int64_t cq = static_cast<int64_t>(c) * args.num_qk_heads + hq;
-      ws.rk[cq * 64 + i] = i < L ? rk : 0.f;
-      ws.rq[cq * 64 + i] = i < L ? rq : 0.f;
+      ws.rk[cq * 64 + i] = valid ? rk : 0.f;
+      ws.rq[cq * 64 + i] = valid ? rq : 0.f;
     }
+  }
+  if (warp == 0) {  // step 0 of the first value head (parity 0)
+    const int h = hq * group_size;
+    GatePrefix(args, ws, gate_raw, h, static_cast<int64_t>(c) * Hv + h, L, lane, G_s, beta_s);
   }
   __syncthreads();
 
@@ -205,24 +289,28 @@ __global__ void __launch_bounds__(kTPrepThreads, 2)
   // Warp (mt, nh): rows 16 mt .., columns 32 nh .. (four 8-column n-tiles).
   const int mt = warp & 3;
   const int nh = warp >> 2;
+  // The tiles of warps 4, 5 (rows < 32, columns >= 32) lie above the
+  // diagonal, where step 1 only uses them times a zero decay: they stay 0.
   float kk[4][4], qk[4][4];
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) kk[nt][e] = qk[nt][e] = 0.f;
+  if (!(nh == 1 && mt < 2)) {
 #pragma unroll
-  for (int ks = 0; ks < K / 16; ++ks) {
-    uint32_t ak[4], aq[4];
-    LdsmA(ak, kb + mt * 16 * kSK + ks * 16, kSK, lane);
-    LdsmA(aq, qb + mt * 16 * kSK + ks * 16, kSK, lane);
+    for (int ks = 0; ks < K / 16; ++ks) {
+      uint32_t ak[4], aq[4];
+      LdsmA(ak, kb + mt * 16 * kSK + ks * 16, kSK, lane);
+      LdsmA(aq, qb + mt * 16 * kSK + ks * 16, kSK, lane);
 #pragma unroll
-    for (int np = 0; np < 2; ++np) {
-      uint32_t bf[4];
-      LdsmB2(bf, kb + (nh * 32 + np * 16) * kSK + ks * 16, kSK, lane);
-      Mma16816<Op>(kk[2 * np], ak, bf);
-      Mma16816<Op>(kk[2 * np + 1], ak, bf + 2);
-      Mma16816<Op>(qk[2 * np], aq, bf);
-      Mma16816<Op>(qk[2 * np + 1], aq, bf + 2);
+      for (int np = 0; np < 2; ++np) {
+        uint32_t bf[4];
+        LdsmB2(bf, kb + (nh * 32 + np * 16) * kSK + ks * 16, kSK, lane);
+        Mma16816<Op>(kk[2 * np], ak, bf);
+        Mma16816<Op>(kk[2 * np + 1], ak, bf + 2);
+        Mma16816<Op>(qk[2 * np], aq, bf);
+        Mma16816<Op>(qk[2 * np + 1], aq, bf + 2);
+      }
     }
   }
 #pragma unroll
@@ -240,49 +328,24 @@ __global__ void __launch_bounds__(kTPrepThreads, 2)
     const int h = hq * group_size + rr;
     const int64_t ch = static_cast<int64_t>(c) * Hv + h;
 
-    // step 0: gating of token tid (padding: no decay, beta 0), prefix sums.
-    if (tid < kChunk) {
-      float gi = 0.f, bi = 0.f;
-      if (tid < L) {
-        const int64_t idx = static_cast<int64_t>(t0 + tid) * Hv + h;
-        if (args.fused_gating) {
-          gi = FusedDecay(args.a[idx], args.A_log[h], args.dt_bias[h]);
-          bi = FusedBeta(args.b[idx]);
-        } else {
-          gi = args.g[idx];
-          bi = args.beta[idx];
-        }
+    // G, beta of this head (by parity, see TPrepSmem).
+    float* Gh = G_s + 64 * (rr & 1);
+    float* bh = beta_s + 64 * (rr & 1);
+
+    // step 0 (warp 0; the first head's ran after phase 1), then the copies
+    // of the next value head's raw gates start. This barrier also ends the kk / qk
+    // products' reads of kb / qb (which Af, Tf and the stage overlay) and the
+    // previous head's step 3 (which read Tf and the other beta parity).
+    if (warp == 0) {
+      if (rr > 0) GatePrefix(args, ws, gate_raw + 128 * (rr & 1), h, ch, L, lane, Gh, bh);
+      if (rr + 1 < group_size) {
+        StartGateCopies(args, t0, L, h + 1, lane, gate_raw + 128 * ((rr + 1) & 1));
       }
-      G_s[tid] = gi;
-      beta_s[tid] = bi;
-    }
-    __syncthreads();
-    if (warp == 0) {  // inclusive prefix sum of g over 64 tokens, 2 per lane (v7)
-      const float x0 = G_s[2 * lane], x1 = G_s[2 * lane + 1];
-      float s = x0 + x1;
-#pragma unroll
-      for (int off = 1; off < 32; off <<= 1) {
-        const float y = __shfl_up_sync(0xffffffffu, s, off);
-        if (lane >= off) s += y;
-      }
-      float before = __shfl_up_sync(0xffffffffu, s, 1);
-      if (lane == 0) before = 0.f;
-      const float G0 = before + x0, G1 = before + x0 + x1;
-      const float g_last = __shfl_sync(0xffffffffu, G1, 31);  // = G_{L-1}: padding has g = 0
-      G_s[2 * lane] = G0;
-      G_s[2 * lane + 1] = G1;
-      const int i0 = 2 * lane, i1 = 2 * lane + 1;
-      *reinterpret_cast<float2*>(ws.g_cum + ch * 64 + i0) = make_float2(G0, G1);
-      *reinterpret_cast<float2*>(ws.eg + ch * 64 + i0) =
-          make_float2(i0 < L ? expf(G0) : 0.f, i1 < L ? expf(G1) : 0.f);
-      *reinterpret_cast<float2*>(ws.ed + ch * 64 + i0) =
-          make_float2(i0 < L ? expf(g_last - G0) : 0.f, i1 < L ? expf(g_last - G1) : 0.f);
-      if (lane == 0) ws.decay[ch] = expf(g_last);
     }
     __syncthreads();
 
     // step 1: A (shared, fp32) and P (staged, copied out by warps 2-7 in step
-    // 2a) from kk, qk (v7).
+    // 2a) from kk, qk (v7's arithmetic; G_j and A in pairs: j0 is even).
     Op* p_global = reinterpret_cast<Op*>(ws.p) + ch * 64 * 64;
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
@@ -290,22 +353,31 @@ __global__ void __launch_bounds__(kTPrepThreads, 2)
       for (int half = 0; half < 2; ++half) {
         const int i = mt * 16 + group + 8 * half;
         const int j0 = nh * 32 + nt * 8 + 2 * tig;
-        float pv[2];
+        const float Gi = Gh[i], bi = bh[i];
+        const float2 Gj = *reinterpret_cast<const float2*>(Gh + j0);
+        const float Gjs[2] = {Gj.x, Gj.y};
+        float av[2], pv[2];
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int j = j0 + e;
           // exp(G_i - G_j) <= 1 for j <= i; never evaluated above the diagonal.
-          const float decay = j <= i ? expf(G_s[i] - G_s[j]) : 0.f;
-          Af[i * kSF + j] = j < i ? beta_s[i] * decay * kk[nt][2 * half + e] : 0.f;
+          const float decay = j <= i ? expf(Gi - Gjs[e]) : 0.f;
+          av[e] = j < i ? bi * decay * kk[nt][2 * half + e] : 0.f;
           pv[e] = args.scale * decay * qk[nt][2 * half + e];
         }
+        *reinterpret_cast<float2*>(Af + i * kSF + j0) = make_float2(av[0], av[1]);
         StoreOpPair(stage + i * kSP + j0, pv[0], pv[1]);
       }
     }
     __syncthreads();
 
     // step 2a: diagonal blocks T_dd = (I + A_dd)^-1 (warps 0-1: thread =
-    // column col of block d, forward substitution) beside P's copy (warps 2-7).
+    // column col of block d, forward substitution; warp p holds d = 2 p,
+    // 2 p + 1), then step 2b: merge 16 -> 32 (v7's, see
+    // chunk_prep_blocked.cuh), warp p the pair (2 p, 2 p + 1), beside P's
+    // copy (warps 2-7). Warp p's 2b reads only Af and what warp p wrote (its
+    // two diagonal blocks, then the scratch block Tf[0:16, 32 + 16 p ..]),
+    // and neither warp reads what the other writes: warp barriers inside.
     if (warp < 2) {
       const int d = tid >> 4, col = tid & 15;
       const float* a_blk = Af + 16 * d * kSF + 16 * d;
@@ -325,26 +397,25 @@ __global__ void __launch_bounds__(kTPrepThreads, 2)
       }
 #pragma unroll
       for (int r = 0; r < 16; ++r) Tf[(16 * d + r) * kSF + 16 * d + col] = x[r];
+      __syncwarp();
+      const int p = warp;
+      SplitMmaBlock<kSF, 1>({Af + (32 * p + 16) * kSF + 32 * p}, {Tf + 32 * p * kSF + 32 * p},
+                            Tf + 32 + 16 * p, 1.f, lane);
+      __syncwarp();
+      SplitMmaBlock<kSF, 1>({Tf + (32 * p + 16) * kSF + 32 * p + 16}, {Tf + 32 + 16 * p},
+                            Tf + (32 * p + 16) * kSF + 32 * p, -1.f, lane);
     } else {
       CopyTile64ToGlobal(stage, kSP, p_global, 64, kTPrepThreads - 64);
     }
     __syncthreads();
 
-    // step 2b: merge 16 -> 32; step 2c: merge 32 -> 64 (v7's, see
-    // chunk_prep_blocked.cuh). Tf[0:16, 16:32] and Tf[32:48, 48:64] are never
-    // written, Tf[0:32, 32:64] is scratch: step 3 reads j <= i only.
-    if (warp < 2) {
-      const int p = warp;
-      SplitMmaBlock<kSF, 1>({Af + (32 * p + 16) * kSF + 32 * p}, {Tf + 32 * p * kSF + 32 * p},
-                            Tf + 32 + 16 * p, 1.f, lane);
-    }
-    __syncthreads();
-    if (warp < 2) {
-      const int p = warp;
-      SplitMmaBlock<kSF, 1>({Tf + (32 * p + 16) * kSF + 32 * p + 16}, {Tf + 32 + 16 * p},
-                            Tf + (32 * p + 16) * kSF + 32 * p, -1.f, lane);
-    }
-    __syncthreads();
+    // step 2c: merge 32 -> 64 (v7's, warps 0-3). Tf[0:16, 16:32] and
+    // Tf[32:48, 48:64] are never written, Tf[0:32, 32:64] is scratch: step 3
+    // reads j <= i only. Meanwhile warps 4-7 run step 3 on T's rows 0-31
+    // (pieces 0-255, two per thread): those read Tf[0:32, 0:32] only, final
+    // since the barrier above, which 2c reads but does not write.
+    Op* hi_out = reinterpret_cast<Op*>(ws.t_hi) + ch * 64 * 64;
+    Op* lo_out = reinterpret_cast<Op*>(ws.t_lo) + ch * 64 * 64;
     if (warp < 4) {
       const int a = warp >> 1, b = warp & 1;
       const float* a_row = Af + (32 + 16 * a) * kSF;
@@ -355,6 +426,8 @@ __global__ void __launch_bounds__(kTPrepThreads, 2)
         SplitMmaBlock<kSF, 1>({a_row + 16}, {Tf + 16 * kSF + 16}, Tf + 16 * a * kSF + 48, 1.f,
                               lane);
       }
+    } else {
+      StoreTPiece<Op, kSF>(Tf, bh, hi_out, lo_out, tid - 128);
     }
     __syncthreads();
     if (warp < 4) {
@@ -366,32 +439,16 @@ __global__ void __launch_bounds__(kTPrepThreads, 2)
         SplitMmaBlock<kSF, 2>({Tf + 48 * kSF + 32, Tf + 48 * kSF + 48}, {y0, y0 + 16 * kSF},
                               Tf + 48 * kSF + 16 * b, -1.f, lane);
       }
+    } else {
+      StoreTPiece<Op, kSF>(Tf, bh, hi_out, lo_out, tid);
     }
     __syncthreads();
 
-    // step 3: T'' = T diag(beta), j <= i (fp32), as Op hi + lo, 16-byte
-    // stores: thread piece p = row i, columns 8 (p % 8) .. + 7.
-    {
-      Op* hi_out = reinterpret_cast<Op*>(ws.t_hi) + ch * 64 * 64;
-      Op* lo_out = reinterpret_cast<Op*>(ws.t_lo) + ch * 64 * 64;
-      for (int p = tid; p < 64 * 8; p += kTPrepThreads) {
-        const int i = p >> 3, j0 = (p & 7) * 8;
-        const float4 t0v = *reinterpret_cast<const float4*>(Tf + i * kSF + j0);
-        const float4 t1v = *reinterpret_cast<const float4*>(Tf + i * kSF + j0 + 4);
-        const float t[8] = {t0v.x, t0v.y, t0v.z, t0v.w, t1v.x, t1v.y, t1v.z, t1v.w};
-        uint32_t hi[4], lo[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int j = j0 + 2 * e;
-          const float x0 = j <= i ? t[2 * e] * beta_s[j] : 0.f;
-          const float x1 = j + 1 <= i ? t[2 * e + 1] * beta_s[j + 1] : 0.f;
-          SplitOp<Op>(x0, x1, hi[e], lo[e]);
-        }
-        *reinterpret_cast<uint4*>(hi_out + i * 64 + j0) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-        *reinterpret_cast<uint4*>(lo_out + i * 64 + j0) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
-      }
-    }
-    __syncthreads();  // Af / Tf, the stage and the gate arrays are reused by the next head
+    // step 3 on T's rows 32-63 (pieces 256-511): one per thread.
+    StoreTPiece<Op, kSF>(Tf, bh, hi_out, lo_out, 256 + tid);
+    // No barrier here: the next head's step 0 touches only the other G /
+    // beta parity and the workspace before its own barrier, which every
+    // thread reaches after this step 3.
   }
 }
 

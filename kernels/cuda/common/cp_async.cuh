@@ -41,6 +41,14 @@ __device__ __forceinline__ void CopyAsync8(void* smem, const void* gmem) {
                : "memory");
 }
 
+// 4 bytes (through L1, as CopyAsync8): single fp32 values, e.g. the
+// chunked prefill's per-token gates.
+__device__ __forceinline__ void CopyAsync4(void* smem, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(SharedAddress32(smem)),
+               "l"(gmem)
+               : "memory");
+}
+
 // One row vector of 16 or 8 bytes (uint4 / uint2): the width picks the
 // instruction above.
 template <typename RowBits>
