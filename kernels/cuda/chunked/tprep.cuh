@@ -35,7 +35,7 @@
 // - occupancy: Af / Tf / the stage overlay kb / qb in shared memory, phase 1
 //   stores each 8-element piece as it arrives, and __launch_bounds__ asks
 //   for three blocks per SM (80 registers, 48.6 KB; was two at 127
-//   registers and 82 KB; four at 64 registers is an instance too, tprep.h);
+//   registers and 82 KB);
 // - five block barriers per value head instead of nine: step 0 runs in one
 //   warp from gates copied in one head ahead (the first head's during phase
 //   1), G / beta are double-buffered by head parity (no barrier after step
@@ -60,6 +60,12 @@ namespace gdn::cuda::chunked {
 
 // Threads of one TPrep block: 8 warps.
 inline constexpr int kTPrepThreads = 256;
+// Blocks per SM the registers are budgeted for (65,536 per SM; shared memory
+// allows four): 3 gives 80 registers (ptxas -v, K = 128: 4-8 bytes of spills
+// for bf16, up to 32 for fp16). Four (64 registers, 24 bytes of spills)
+// measured the same on the H200 (ncu, 16/32 4 x 8192: 447.7 against 448.3
+// us; bench/results/2026-12-03-route-threshold, visit 4), so three.
+inline constexpr int kTPrepBlocksPerSm = 3;
 
 // Shared memory of TPrepKernel<K, In>, in bytes. kb / qb are read only by
 // phase 1 and the kk / qk products (which keep their results in registers),
@@ -73,7 +79,7 @@ inline constexpr int kTPrepThreads = 256;
 //   gate_raw [2][2][64] fp32 (by value-head parity; StartGateCopies)
 // K = 128 and K = 64: 48,640 bytes (kb + qb 34,816 / 18,432 < 46,080), so
 // shared memory allows four blocks per SM; registers set the count
-// (TPrepKernel's kBlocksPerSm).
+// (kTPrepBlocksPerSm).
 template <int K>
 struct TPrepSmem {
   static constexpr int kStrideK = K + 8;
@@ -166,12 +172,9 @@ __device__ __forceinline__ void StoreOp8(Op* dst, const float x[8]) {
 // dynamic shared memory. args: q, k, the gating, cu_seqlens, chunk_table
 // (filled, ChunkTableKernel), num_seqs, num_qk_heads, num_v_heads,
 // group_size, scale, fused_gating, l2_norm_qk; nothing else is read.
-// kBlocksPerSm: the blocks per SM that __launch_bounds__ budgets registers
-// for (65,536 per SM; shared memory allows four): 3 gives 80 registers
-// (ptxas -v, K = 128: 4-8 bytes of spills for bf16, up to 32 for fp16), 4
-// gives 64 registers (24 bytes of spills). The same code either way.
-template <int K, typename In, int kBlocksPerSm>
-__global__ void __launch_bounds__(kTPrepThreads, kBlocksPerSm)
+// __launch_bounds__ budgets registers for kTPrepBlocksPerSm blocks.
+template <int K, typename In>
+__global__ void __launch_bounds__(kTPrepThreads, kTPrepBlocksPerSm)
     TPrepKernel(const ChunkArgs args, const TPrepWorkspace ws) {
   using S = TPrepSmem<K>;
   using Op = OperandFor<In>;

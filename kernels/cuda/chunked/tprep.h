@@ -14,11 +14,8 @@ namespace gdn::cuda::chunked {
 // Grid (args.num_chunks, args.num_qk_heads). head_dim_k 64 or 128,
 // args.io_dtype bf16 or fp16 (else cudaErrorInvalidValue); args.chunk_table
 // must be filled (ChunkTableKernel, chunk_table.cuh) before this kernel runs
-// on `stream`. Returns the launch error. The instance is budgeted for three
-// blocks per SM (80 registers), or four (64 registers, a few spills) when
-// the environment has GDN_TPREP_BLOCKS_PER_SM=4: a measuring knob, read once
-// per process; the same code either way (one PTX; only the register budget
-// given to ptxas differs).
+// on `stream`. Returns the launch error. Three blocks per SM (80
+// registers; tprep.cuh says why not four).
 cudaError_t LaunchTPrep(const ChunkArgs& args, const TPrepWorkspace& ws, int head_dim_k,
                         cudaStream_t stream);
 
