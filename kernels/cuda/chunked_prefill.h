@@ -109,18 +109,12 @@ class ChunkedPrefill {
   // match the float64 oracle within v7's bars and below v7's error (route
   // test ForcedV8OnLongSingleSequences, route_bench's 1 x 32768 row).
   // Few units need the span path (HOPPER_DESIGN.md §4.7) to beat v7.
-  // KNOWN DEFECT (found 2026-12-03, not fixed yet): v8 is wrong for q / k
-  // rows whose fp32 sum of squares overflows (max|x| >~ 2^64 / sqrt(K), i.e.
-  // ~1e18 and up; every other backend rescales such rows, gdn_types.h
-  // kL2NormRescale). TPrep rescales them as v7 does, but the fused kernel
-  // multiplies TPrep's inverse norm of the rescaled row onto the raw q / k it
-  // loads by TMA (and its raw products overflow near 3e38). v7 is right
-  // (chunked_prefill_test HugeAndTinyQkRowsUnderTheL2Norm runs 12 units, so
-  // on v7). The fix planned: TPrep flags a (chunk, q/k head) tile with such a
-  // row and reports all its rows' norms after scaling the whole tile by
-  // kL2NormRescale; the fused kernel scales a flagged tile in shared memory
-  // before its wgmma (exact powers of two; elements 2^100 below the row's
-  // largest drop out as in the other backends).
+  // q / k rows whose fp32 sum of squares overflows (max|x| >~ 2^64 /
+  // sqrt(K)) work under v8 as in every backend (gdn_types.h kL2NormRescale):
+  // TPrep flags the (chunk, q/k head) tile and negates those rows' inverse
+  // norms, and the fused kernel scales the same rows of its raw tiles
+  // (tprep_args.h, fused_chunk.cuh ScaleRescaledRows; route test
+  // ForcedV8OnHugeAndTinyQkRows). Until 2026-12-03 v8 got them wrong.
   static int DefaultV8MinUnits(int sm_count) { return sm_count / 6; }
   // The generation a call with these arguments runs: kV7 or kV8 (never
   // kAuto), for the generation set now, `v_tile` and the state pass; an

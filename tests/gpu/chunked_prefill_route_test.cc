@@ -4,7 +4,8 @@
 // bars (chunked_prefill_fixture.h); calls it refuses (K = 64, int8 / fp8
 // pages, checkpoints, v7's knobs) go to v7; the default threshold on
 // sequences x value heads; the forced generations and their errors; long
-// single sequences forced through v8 (and v7) against the oracle. On
+// single sequences and huge / tiny q / k rows forced through v8 (and v7)
+// against the oracle. On
 // other devices every call must take v7 and forced v8 must fail cleanly.
 #include <cuda_runtime_api.h>
 
@@ -228,6 +229,27 @@ TEST_F(ChunkedPrefillRouteTest, ForcedV8OnLongSingleSequences) {
     }
   }
   launcher().set_generation(ChunkedGeneration::kAuto);
+}
+
+// q / k rows whose fp32 sum of squares overflows (max|x| 1e20, 3e38) or
+// underflows (1e-30), as chunked_prefill_test's HugeAndTinyQkRowsUnderTheL2Norm
+// (which runs v7), forced through v8: TPrep's rescaled rows are scaled in the
+// fused kernel's tiles too (tprep_args.h `rescaled`, fused_chunk.cuh
+// ScaleRescaledRows), within v7's bars, with direct and fused gating.
+TEST_F(ChunkedPrefillRouteTest, ForcedV8OnHugeAndTinyQkRows) {
+  if (!sm90_) GTEST_SKIP() << "v8 runs on compute capability 9.0 only";
+  q_max_ = {0, 1e20f, 3e38f, 1e-30f, 2e19f};
+  k_max_ = {1e30f, 0, 1e-30f, 3e38f, 1e20f};
+  GdnOptions fused = Options(2, 4, 128, 128);
+  fused.gating = GatingMode::kFused;
+  launcher().set_generation(ChunkedGeneration::kV8);
+  for (const GdnOptions& options : {Options(2, 4, 128, 128), fused}) {
+    ExpectPrefillMatches(options, {130, 65, 1}, true);
+    EXPECT_EQ(launcher().last_generation(), ChunkedGeneration::kV8);
+  }
+  launcher().set_generation(ChunkedGeneration::kAuto);
+  q_max_.clear();
+  k_max_.clear();
 }
 
 // One launcher alternating generations and shapes (the workspace is one

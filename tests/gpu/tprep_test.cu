@@ -42,7 +42,8 @@ struct Case {
   bool all_equal = false;
   // Some q and k rows at ~1e30 (bf16 only): their fp32 sum of squares
   // overflows, so TPrep keeps them times kL2NormRescale and reports the
-  // inverse norm of the rescaled row (v7's rule; its reload path).
+  // inverse norm of the rescaled row (v7's rule; its reload path), negated,
+  // and flags the tile (tprep_args.h).
   bool huge_rows = false;
 };
 
@@ -264,6 +265,8 @@ TEST_P(TPrepTest, MatchesFloat64) {
   Worst wT, wP, wrq, wrk, wG, weg, wed, wdecay;
   double row_rel = 0;  // max |T'' err| / max_j |T''_ref,ij|
   int64_t pad_nonzero = 0;
+  int64_t sign_errors = 0;  // rq / rk sign or tile flag unlike the rows' overflow
+  int64_t huge_tiles = 0;
   auto op_at = [&](const uint16_t* base, size_t idx) { return FromBits(base[idx], dt); };
   for (int s = 0; s < N; ++s) {
     ASSERT_EQ(table[s], [&] {
@@ -284,6 +287,7 @@ TEST_P(TPrepTest, MatchesFloat64) {
         // kL2NormRescale, without the eps.)
         std::vector<double> nq(64, 0), nk(64, 0), rq(64, 0), rk(64, 0);
         std::vector<double> rq_dev(64, 0), rk_dev(64, 0);
+        std::vector<bool> q_over_rows(64, false), k_over_rows(64, false);
         for (int i = 0; i < L; ++i) {
           const size_t base = (static_cast<size_t>(t0 + i) * Hqk + hq) * K;
           double sq = 0, sk = 0;
@@ -299,10 +303,21 @@ TEST_P(TPrepTest, MatchesFloat64) {
           const bool q_over = cs.l2 && sq > 1e38, k_over = cs.l2 && sk > 1e38;
           rq_dev[i] = q_over ? 1.0 / std::sqrt(c2 * sq) : rq[i];
           rk_dev[i] = k_over ? 1.0 / std::sqrt(c2 * sk) : rk[i];
+          q_over_rows[i] = q_over;
+          k_over_rows[i] = k_over;
         }
         const size_t cq = static_cast<size_t>(c) * Hqk + hq;
+        // Rescaled rows: negated inverse norms and the tile's flag.
+        bool tile_over = false;
+        for (int i = 0; i < L; ++i) {
+          tile_over = tile_over || q_over_rows[i] || k_over_rows[i];
+          sign_errors += (w.rq[cq * 64 + i] < 0) != q_over_rows[i];
+          sign_errors += (w.rk[cq * 64 + i] < 0) != k_over_rows[i];
+        }
+        sign_errors += w.rescaled[cq] != (tile_over ? 1 : 0);
+        huge_tiles += tile_over;
         for (int i = 0; i < 64; ++i) {
-          const double gq = w.rq[cq * 64 + i], gk = w.rk[cq * 64 + i];
+          const double gq = std::fabs(w.rq[cq * 64 + i]), gk = std::fabs(w.rk[cq * 64 + i]);
           const std::string at = "chunk " + std::to_string(c) + " row " + std::to_string(i);
           if (i >= L) {
             pad_nonzero += (gq != 0) + (gk != 0);
@@ -437,6 +452,8 @@ TEST_P(TPrepTest, MatchesFloat64) {
     EXPECT_EQ(x->over, 0) << "worst ratio " << x->ratio << " at " << x->where;
   }
   EXPECT_EQ(pad_nonzero, 0) << "padding / above-diagonal entries not zero";
+  EXPECT_EQ(sign_errors, 0) << "rescaled rows: rq / rk not negated, or the tile flag wrong";
+  if (cs.huge_rows) EXPECT_GT(huge_tiles, 0) << "the case has no rescaled row";
 }
 
 // Unsupported shapes and dtypes are refused before any launch.

@@ -74,7 +74,7 @@ cudaError_t LaunchFused(const ChunkArgs& args, const TPrepWorkspace& ws, int64_t
     return e;
   }
   const int units = args.num_seqs * args.num_v_heads;
-  kernel<<<units, kFusedThreads, kBytes, stream>>>(maps, args, ws.decay);
+  kernel<<<units, kFusedThreads, kBytes, stream>>>(maps, args, ws.decay, ws.rescaled);
   return cudaGetLastError();
 }
 

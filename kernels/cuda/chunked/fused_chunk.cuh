@@ -198,16 +198,51 @@ __device__ __forceinline__ void ConsumerBarrier(int w) {
   }
 }
 
+// A (chunk, q/k head) tile that TPrep flagged (tprep_args.h `rescaled`) has
+// rows whose fp32 sum of squares overflowed; TPrep normalised those rows
+// times kL2NormRescale and reported their inverse norms negated. Here the same
+// rows of the raw q / k tiles of the stage are scaled by kL2NormRescale in
+// place (exact: a power of two), before any wgmma reads them: consumer
+// warpgroup w takes the half of both tiles with columns 64 w .., thread t
+// (0..127) row t / 2 of k (t even) or q (t odd), all 128 bytes of it (the
+// 128-byte swizzle only permutes a row's 16-byte chunks). Then a proxy fence
+// (wgmma reads through the async proxy) and named barrier 3 over both
+// consumer warpgroups. Calls whose rows all fit never come here.
+template <typename Op>
+__device__ __forceinline__ void ScaleRescaledRows(uint8_t* stage_smem, const float* gates, int w,
+                                                  int t) {
+  const int j = t >> 1;
+  const bool is_q = (t & 1) != 0;
+  if (gates[(is_q ? 128 : 192) + j] < 0.f) {  // rq at +128, rk at +192 floats
+    uint4* row = reinterpret_cast<uint4*>(stage_smem + FusedChunkSmem::kQk + 16384 * w +
+                                          (is_q ? 8192 : 0) + 128 * j);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      uint4 piece = row[e];
+      uint32_t* words = reinterpret_cast<uint32_t*>(&piece);
+#pragma unroll
+      for (int p = 0; p < 4; ++p) {
+        const float2 x = Unpack2<Op>(words[p]);
+        words[p] = Pack2<Op>(x.x * kL2NormRescale, x.y * kL2NormRescale);
+      }
+      row[e] = piece;
+    }
+  }
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  asm volatile("bar.sync 3, 256;\n" ::: "memory");
+}
+
 // Grid N * Hv (block = n * Hv + h), kFusedThreads threads,
 // FusedChunkSmem::kBytes of dynamic shared memory. args: cu_seqlens,
 // chunk_table (filled), initial / final pages, pool, o, num_* , group_size,
-// scale, state_dtype (fp32 or bf16); `decay` = the workspace's decay [ch].
+// scale, state_dtype (fp32 or bf16); `decay` = the workspace's decay [ch],
+// `rescaled` its tile flags [cq] (ScaleRescaledRows).
 // kWHiLo: W' enters U' in Op hi + lo parts (12 k-steps instead of 8), see
 // step 3 and FusedChunkOptions (fused_chunk.h).
 template <typename In, bool kWHiLo>
 __global__ void __launch_bounds__(kFusedThreads, 1)
     FusedChunkKernel(const __grid_constant__ FusedChunkMaps maps, const ChunkArgs args,
-                     const float* __restrict__ decay) {
+                     const float* __restrict__ decay, const int32_t* __restrict__ rescaled) {
   using Op = OperandFor<In>;
   static_assert(sizeof(Op) == 2 && sizeof(In) == 2, "16-bit inputs and operands");
   constexpr int K = 128, V = 128;
@@ -216,6 +251,9 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
   uint8_t* smem = AlignShared<1024>(smem_raw);
   __shared__ uint64_t full[kFusedStages];
   __shared__ uint64_t empty[kFusedStages];
+  // Per stage: the tile's `rescaled` flag, written by the producer before its
+  // arrive on full[stage] (release), read by consumers after their wait.
+  __shared__ int32_t stage_rescaled[kFusedStages];
 
   const int Hv = args.num_v_heads;
   const int n = blockIdx.x / Hv, h = blockIdx.x % Hv;
@@ -258,6 +296,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
         const int c = c_first + cc;
         const int ch = c * Hv + h;
         const int cq = c * args.num_qk_heads + hq;
+        stage_rescaled[stage] = rescaled[cq];
         MbarrierArriveExpectTx(bar, Sm::kTxBytes);
 #pragma unroll
         for (int b = 0; b < 2; ++b) {
@@ -302,6 +341,9 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
     const uint32_t st = base + stage * Sm::kStageBytes;
     const float* gates = reinterpret_cast<const float*>(smem + stage * Sm::kStageBytes + Sm::kGates);
     MbarrierWait(&full[stage], use & 1);
+    if (stage_rescaled[stage] != 0) {
+      ScaleRescaledRows<Op>(smem + stage * Sm::kStageBytes, gates, w, t);
+    }
 
     // 1. X = S^T [K | Q]^T: columns 0-63 X_K, 64-127 X_Q (tokens).
     float x[64];
@@ -344,8 +386,9 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
         const float2 eg = *reinterpret_cast<const float2*>(gates + j);
         const float2 rq = *reinterpret_cast<const float2*>(gates + 128 + j);
         const float2 rk = *reinterpret_cast<const float2*>(gates + 192 + j);
-        const float fk0 = eg.x * rk.x, fk1 = eg.y * rk.y;
-        const float fq0 = scale * eg.x * rq.x, fq1 = scale * eg.y * rq.y;
+        // |rq|, |rk|: negated for rescaled rows (ScaleRescaledRows).
+        const float fk0 = eg.x * fabsf(rk.x), fk1 = eg.y * fabsf(rk.y);
+        const float fq0 = scale * eg.x * fabsf(rq.x), fq1 = scale * eg.y * fabsf(rq.y);
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
           const int i = 4 * jb + 2 * hh;
@@ -414,7 +457,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
         const int j = 8 * jb + 2 * q4;
         const float2 ed = *reinterpret_cast<const float2*>(gates + 64 + j);
         const float2 rk = *reinterpret_cast<const float2*>(gates + 192 + j);
-        const float f0 = ed.x * rk.x, f1 = ed.y * rk.y;
+        const float f0 = ed.x * fabsf(rk.x), f1 = ed.y * fabsf(rk.y);
         ud[4 * jb + 0] = u[4 * jb + 0] * f0;
         ud[4 * jb + 1] = u[4 * jb + 1] * f1;
         ud[4 * jb + 2] = u[4 * jb + 2] * f0;

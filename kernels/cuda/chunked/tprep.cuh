@@ -214,6 +214,7 @@ __global__ void __launch_bounds__(kTPrepThreads, kTPrepBlocksPerSm)
   // (same values, same order of the sums), but each 8-element piece is stored
   // as it arrives instead of holding the row's K / 4 floats in registers; the
   // rare overflowed row (below) is read again from global memory.
+  bool row_rescaled = false;  // this lane reported a rescaled row (rq or rk)
   {
     constexpr int M = K / 32;
     const int r = lane & 7, b = lane >> 3;
@@ -246,9 +247,10 @@ __global__ void __launch_bounds__(kTPrepThreads, kTPrepBlocksPerSm)
     // whole warp reloads its rows and stores them again (unchanged where the
     // factor is 1).
     float k_eps = kL2NormEps, q_eps = kL2NormEps;
+    float ck = 1.0f, cq = 1.0f;
     if (args.l2_norm_qk && __any_sync(0xffffffffu, !isfinite(sk) || !isfinite(sq))) {
-      const float ck = isfinite(sk) ? 1.0f : kL2NormRescale;
-      const float cq = isfinite(sq) ? 1.0f : kL2NormRescale;
+      ck = isfinite(sk) ? 1.0f : kL2NormRescale;
+      cq = isfinite(sq) ? 1.0f : kL2NormRescale;
       if (ck != 1.0f) k_eps = 0.0f;
       if (cq != 1.0f) q_eps = 0.0f;
       sk = sq = 0.f;
@@ -277,16 +279,24 @@ __global__ void __launch_bounds__(kTPrepThreads, kTPrepBlocksPerSm)
       const float rq = args.l2_norm_qk ? 1.0f / sqrtf(sq + q_eps) : 1.0f;
       rk_s[i] = rk;
       rq_s[i] = rq;
-      const int64_t cq = static_cast<int64_t>(c) * args.num_qk_heads + hq;
-      ws.rk[cq * 64 + i] = valid ? rk : 0.f;
-      ws.rq[cq * 64 + i] = valid ? rq : 0.f;
+      // A rescaled row's inverse norm goes out negated: the fused kernel
+      // scales that row of its raw q / k tile by kL2NormRescale too
+      // (tprep_args.h, fused_chunk.cuh ScaleRescaledRows).
+      const int64_t tile = static_cast<int64_t>(c) * args.num_qk_heads + hq;
+      ws.rk[tile * 64 + i] = valid ? (ck != 1.0f ? -rk : rk) : 0.f;
+      ws.rq[tile * 64 + i] = valid ? (cq != 1.0f ? -rq : rq) : 0.f;
+      row_rescaled = valid && (ck != 1.0f || cq != 1.0f);
     }
   }
   if (warp == 0) {  // step 0 of the first value head (parity 0)
     const int h = hq * group_size;
     GatePrefix(args, ws, gate_raw, h, static_cast<int64_t>(c) * Hv + h, L, lane, G_s, beta_s);
   }
-  __syncthreads();
+  // The barrier after phase 1, reducing the tile's flag (written every call).
+  const int tile_rescaled = __syncthreads_or(row_rescaled);
+  if (tid == 0) {
+    ws.rescaled[static_cast<int64_t>(c) * args.num_qk_heads + hq] = tile_rescaled != 0 ? 1 : 0;
+  }
 
   // ---- kk = k k^T and qk = q k^T (per q/k head), normalised, in registers ---
   // Warp (mt, nh): rows 16 mt .., columns 32 nh .. (four 8-column n-tiles).

@@ -24,7 +24,13 @@
 //                               design's factor 0 of padding rows)
 //   decay      [ch]     fp32    exp(G_{L-1})
 //   rq, rk     [cq][64] fp32    inverse L2 norms (1 without the L2 norm);
-//                               0 for padding
+//                               0 for padding; NEGATED for a row whose fp32
+//                               sum of squares overflowed: the inverse norm
+//                               of that row times kL2NormRescale (gdn_types.h),
+//                               the factor the fused kernel applies to the
+//                               raw row first
+//   rescaled   [cq]     int32   1 when a row of the (chunk, q/k head) tile has
+//                               a negated rq or rk, else 0
 // Op is bf16, or fp16 for fp16 inputs (mma_16bit.cuh OperandFor). Every
 // tile starts 256-byte aligned when the parts are laid out by TPrepLayout.
 #ifndef GDN_KERNELS_CUDA_CHUNKED_TPREP_ARGS_H_
@@ -45,12 +51,14 @@ struct TPrepWorkspace {
   float* decay = nullptr;
   float* rq = nullptr;
   float* rk = nullptr;
+  int32_t* rescaled = nullptr;
 };
 
 // Byte offsets of the parts above in one allocation of `total` bytes, each
 // part 256-byte aligned.
 struct TPrepLayout {
-  size_t t_hi = 0, t_lo = 0, p = 0, g_cum = 0, eg = 0, ed = 0, decay = 0, rq = 0, rk = 0;
+  size_t t_hi = 0, t_lo = 0, p = 0, g_cum = 0, eg = 0, ed = 0, decay = 0, rq = 0, rk = 0,
+         rescaled = 0;
   size_t total = 0;
   TPrepLayout(int64_t num_chunks, int num_qk_heads, int num_v_heads) {
     const size_t tiles = static_cast<size_t>(num_chunks) * num_v_heads;
@@ -70,6 +78,7 @@ struct TPrepLayout {
     decay = take(tiles * 4);
     rq = take(qk_tiles * 64 * 4);
     rk = take(qk_tiles * 64 * 4);
+    rescaled = take(qk_tiles * 4);
     total = at;
   }
   TPrepWorkspace At(void* base) const {
@@ -84,6 +93,7 @@ struct TPrepLayout {
     ws.decay = reinterpret_cast<float*>(b + decay);
     ws.rq = reinterpret_cast<float*>(b + rq);
     ws.rk = reinterpret_cast<float*>(b + rk);
+    ws.rescaled = reinterpret_cast<int32_t*>(b + rescaled);
     return ws;
   }
 };
