@@ -113,8 +113,10 @@ class ChunkedPrefill {
   // sqrt(K)) work under v8 as in every backend (gdn_types.h kL2NormRescale):
   // TPrep flags the (chunk, q/k head) tile and negates those rows' inverse
   // norms, and the fused kernel scales the same rows of its raw tiles
-  // (tprep_args.h, fused_chunk.cuh ScaleRescaledRows; route test
-  // ForcedV8OnHugeAndTinyQkRows). Until 2026-12-03 v8 got them wrong.
+  // (tprep_args.h, fused_chunk.cuh FixTileRows; route test
+  // ForcedV8OnHugeAndTinyQkRows); the padding rows of a sequence's last
+  // chunk (the next sequence's tokens) are zeroed in those tiles, as a huge
+  // one there made NaN. Until 2026-12-03 v8 got both wrong.
   static int DefaultV8MinUnits(int sm_count) { return sm_count / 6; }
   // The generation a call with these arguments runs: kV7 or kV8 (never
   // kAuto), for the generation set now, `v_tile` and the state pass; an

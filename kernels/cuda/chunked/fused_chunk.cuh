@@ -198,24 +198,32 @@ __device__ __forceinline__ void ConsumerBarrier(int w) {
   }
 }
 
-// A (chunk, q/k head) tile that TPrep flagged (tprep_args.h `rescaled`) has
-// rows whose fp32 sum of squares overflowed; TPrep normalised those rows
-// times kL2NormRescale and reported their inverse norms negated. Here the same
-// rows of the raw q / k tiles of the stage are scaled by kL2NormRescale in
-// place (exact: a power of two), before any wgmma reads them: consumer
-// warpgroup w takes the half of both tiles with columns 64 w .., thread t
-// (0..127) row t / 2 of k (t even) or q (t odd), all 128 bytes of it (the
-// 128-byte swizzle only permutes a row's 16-byte chunks). Then a proxy fence
-// (wgmma reads through the async proxy) and named barrier 3 over both
-// consumer warpgroups. Calls whose rows all fit never come here.
+// Rows of a stage's raw q / k tiles that the chunk's gate factors cannot
+// tame, set right in place before any wgmma reads them:
+// - rows TPrep rescaled (tprep_args.h: their fp32 sum of squares
+//   overflowed, so TPrep normalised the row times kL2NormRescale and reported
+//   its inverse norm negated; the tile's `rescaled` flag): scaled by
+//   kL2NormRescale here too (exact, a power of two);
+// - padding rows (j >= L: the next sequence's tokens, which TMA loads too):
+//   zeroed. Their factors are 0, but S^T k of a huge finite row can be inf,
+//   and 0 * inf would be NaN in every column of U'.
+// Consumer warpgroup w takes the half of both tiles with columns 64 w ..,
+// thread t (0..127) row t / 2 of k (t even) or q (t odd), all 128 bytes of
+// it (the 128-byte swizzle only permutes a row's 16-byte chunks). Then a
+// proxy fence (wgmma reads through the async proxy) and named barrier 3 over
+// both consumer warpgroups. Only flagged tiles and sequences' last chunks
+// come here.
 template <typename Op>
-__device__ __forceinline__ void ScaleRescaledRows(uint8_t* stage_smem, const float* gates, int w,
-                                                  int t) {
+__device__ __forceinline__ void FixTileRows(uint8_t* stage_smem, const float* gates, int L, int w,
+                                            int t) {
   const int j = t >> 1;
   const bool is_q = (t & 1) != 0;
-  if (gates[(is_q ? 128 : 192) + j] < 0.f) {  // rq at +128, rk at +192 floats
-    uint4* row = reinterpret_cast<uint4*>(stage_smem + FusedChunkSmem::kQk + 16384 * w +
-                                          (is_q ? 8192 : 0) + 128 * j);
+  uint4* row = reinterpret_cast<uint4*>(stage_smem + FusedChunkSmem::kQk + 16384 * w +
+                                        (is_q ? 8192 : 0) + 128 * j);
+  if (j >= L) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) row[e] = make_uint4(0u, 0u, 0u, 0u);
+  } else if (gates[(is_q ? 128 : 192) + j] < 0.f) {  // rq at +128, rk at +192 floats
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       uint4 piece = row[e];
@@ -236,7 +244,7 @@ __device__ __forceinline__ void ScaleRescaledRows(uint8_t* stage_smem, const flo
 // FusedChunkSmem::kBytes of dynamic shared memory. args: cu_seqlens,
 // chunk_table (filled), initial / final pages, pool, o, num_* , group_size,
 // scale, state_dtype (fp32 or bf16); `decay` = the workspace's decay [ch],
-// `rescaled` its tile flags [cq] (ScaleRescaledRows).
+// `rescaled` its tile flags [cq] (FixTileRows).
 // kWHiLo: W' enters U' in Op hi + lo parts (12 k-steps instead of 8), see
 // step 3 and FusedChunkOptions (fused_chunk.h).
 template <typename In, bool kWHiLo>
@@ -289,6 +297,9 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
       for (int cc = 0; cc < num_chunks; ++cc) {
         const int stage = cc % kFusedStages;
         const uint32_t use = cc / kFusedStages;
+        // The tile's flag (TPrep's), loaded while the stage is still in use.
+        const int32_t tile_rescaled =
+            rescaled[(c_first + cc) * args.num_qk_heads + hq];
         MbarrierWait(&empty[stage], (use & 1) ^ 1);  // use 0 passes at once
         uint8_t* st = smem + stage * Sm::kStageBytes;
         uint64_t* bar = &full[stage];
@@ -296,7 +307,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
         const int c = c_first + cc;
         const int ch = c * Hv + h;
         const int cq = c * args.num_qk_heads + hq;
-        stage_rescaled[stage] = rescaled[cq];
+        stage_rescaled[stage] = tile_rescaled;
         MbarrierArriveExpectTx(bar, Sm::kTxBytes);
 #pragma unroll
         for (int b = 0; b < 2; ++b) {
@@ -341,8 +352,8 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
     const uint32_t st = base + stage * Sm::kStageBytes;
     const float* gates = reinterpret_cast<const float*>(smem + stage * Sm::kStageBytes + Sm::kGates);
     MbarrierWait(&full[stage], use & 1);
-    if (stage_rescaled[stage] != 0) {
-      ScaleRescaledRows<Op>(smem + stage * Sm::kStageBytes, gates, w, t);
+    if (stage_rescaled[stage] != 0 || L < kChunk) {
+      FixTileRows<Op>(smem + stage * Sm::kStageBytes, gates, L, w, t);
     }
 
     // 1. X = S^T [K | Q]^T: columns 0-63 X_K, 64-127 X_Q (tokens).
@@ -386,7 +397,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
         const float2 eg = *reinterpret_cast<const float2*>(gates + j);
         const float2 rq = *reinterpret_cast<const float2*>(gates + 128 + j);
         const float2 rk = *reinterpret_cast<const float2*>(gates + 192 + j);
-        // |rq|, |rk|: negated for rescaled rows (ScaleRescaledRows).
+        // |rq|, |rk|: negated for rescaled rows (FixTileRows).
         const float fk0 = eg.x * fabsf(rk.x), fk1 = eg.y * fabsf(rk.y);
         const float fq0 = scale * eg.x * fabsf(rq.x), fq1 = scale * eg.y * fabsf(rq.y);
 #pragma unroll
