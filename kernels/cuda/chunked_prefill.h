@@ -106,17 +106,10 @@ class ChunkedPrefill {
   // (1 x 8192) 0.509 / 0.462, (1 x 2048) 0.144 / 0.132, and 64 units (2 x
   // 8192) 0.846 / 0.579: v8. The crossing lies between 16 and 32 units; a
   // sixth of the SMs sits between them. Long single sequences through v8
-  // match the float64 oracle within v7's bars and below v7's error (route
-  // test ForcedV8OnLongSingleSequences, route_bench's 1 x 32768 row).
-  // Few units need the span path (HOPPER_DESIGN.md §4.7) to beat v7.
-  // q / k rows whose fp32 sum of squares overflows (max|x| >~ 2^64 /
-  // sqrt(K)) work under v8 as in every backend (gdn_types.h kL2NormRescale):
-  // TPrep flags the (chunk, q/k head) tile and negates those rows' inverse
-  // norms, and the fused kernel scales the same rows of its raw tiles
-  // (tprep_args.h, fused_chunk.cuh FixTileRows; route test
-  // ForcedV8OnHugeAndTinyQkRows); the padding rows of a sequence's last
-  // chunk (the next sequence's tokens) are zeroed in those tiles, as a huge
-  // one there made NaN. Until 2026-12-03 v8 got both wrong.
+  // match the float64 oracle within v7's bars, at v7's error level (route
+  // test ForcedV8OnLongSingleSequences: rel_l2 below v7's in three runs;
+  // route_bench's 1 x 32768 row). Few units need the span path
+  // (HOPPER_DESIGN.md §4.7) to beat v7.
   static int DefaultV8MinUnits(int sm_count) { return sm_count / 6; }
   // The generation a call with these arguments runs: kV7 or kV8 (never
   // kAuto), for the generation set now, `v_tile` and the state pass; an

@@ -49,6 +49,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/chunked/chunk_args.h"
+#include "kernels/cuda/chunked/gate_prefix.cuh"
 #include "kernels/cuda/chunked/mma_16bit.cuh"
 #include "kernels/cuda/chunked/split_products.cuh"
 #include "kernels/cuda/common/cp_async.cuh"
@@ -244,21 +245,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
   for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) kk[nt][e] = qk[nt][e] = 0.f;
-#pragma unroll
-  for (int ks = 0; ks < K / 16; ++ks) {
-    uint32_t ak[4], aq[4];
-    LdsmA(ak, kb + mt * 16 * kSK + ks * 16, kSK, lane);
-    LdsmA(aq, qb + mt * 16 * kSK + ks * 16, kSK, lane);
-#pragma unroll
-    for (int np = 0; np < 2; ++np) {
-      uint32_t bf[4];
-      LdsmB2(bf, kb + (nh * 32 + np * 16) * kSK + ks * 16, kSK, lane);
-      Mma16816<Op>(kk[2 * np], ak, bf);
-      Mma16816<Op>(kk[2 * np + 1], ak, bf + 2);
-      Mma16816<Op>(qk[2 * np], aq, bf);
-      Mma16816<Op>(qk[2 * np + 1], aq, bf + 2);
-    }
-  }
+  KkQkWarpTile<K>(kb, qb, kSK, mt, nh, lane, kk, qk);
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
@@ -303,17 +290,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
     }
     __syncthreads();
     if (warp == 0) {  // inclusive prefix sum of g over 64 tokens, 2 per lane
-      const float x0 = G_s[2 * lane], x1 = G_s[2 * lane + 1];
-      float s = x0 + x1;
-#pragma unroll
-      for (int off = 1; off < 32; off <<= 1) {
-        const float y = __shfl_up_sync(0xffffffffu, s, off);
-        if (lane >= off) s += y;
-      }
-      float before = __shfl_up_sync(0xffffffffu, s, 1);
-      if (lane == 0) before = 0.f;
-      const float G0 = before + x0, G1 = before + x0 + x1;
-      const float g_last = __shfl_sync(0xffffffffu, G1, 31);  // = G_{L-1}: padding has g = 0
+      float G0, G1, g_last;
+      WarpChunkPrefix(G_s[2 * lane], G_s[2 * lane + 1], lane, G0, G1, g_last);
       G_s[2 * lane] = G0;
       G_s[2 * lane + 1] = G1;
       const float e0 = expf(G0), e1 = expf(G1);

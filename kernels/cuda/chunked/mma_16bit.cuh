@@ -228,6 +228,30 @@ __device__ __forceinline__ void CpAsyncTileStatic(T* smem, int sstride, const T*
   }
 }
 
+// kk += k k^T and qk += q k^T for one warp's 16 x 32 tile of a chunk
+// (rows 16 mt .., columns 32 nh ..: four 8-column n-tiles, the m16n8k16
+// accumulator layout): kb, qb [64][stride] Op in shared memory, K columns.
+// The chunk kernels' phase 1 (v7's chunk_prep_blocked.cuh, TPrep).
+template <int K, typename Op>
+__device__ __forceinline__ void KkQkWarpTile(const Op* kb, const Op* qb, int stride, int mt, int nh,
+                                             int lane, float (&kk)[4][4], float (&qk)[4][4]) {
+#pragma unroll
+  for (int ks = 0; ks < K / 16; ++ks) {
+    uint32_t ak[4], aq[4];
+    LdsmA(ak, kb + mt * 16 * stride + ks * 16, stride, lane);
+    LdsmA(aq, qb + mt * 16 * stride + ks * 16, stride, lane);
+#pragma unroll
+    for (int np = 0; np < 2; ++np) {
+      uint32_t bf[4];
+      LdsmB2(bf, kb + (nh * 32 + np * 16) * stride + ks * 16, stride, lane);
+      Mma16816<Op>(kk[2 * np], ak, bf);
+      Mma16816<Op>(kk[2 * np + 1], ak, bf + 2);
+      Mma16816<Op>(qk[2 * np], aq, bf);
+      Mma16816<Op>(qk[2 * np + 1], aq, bf + 2);
+    }
+  }
+}
+
 }  // namespace gdn::cuda::chunked
 
 #endif  // GDN_KERNELS_CUDA_CHUNKED_MMA_16BIT_CUH_

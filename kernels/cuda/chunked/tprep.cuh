@@ -309,23 +309,7 @@ __global__ void __launch_bounds__(kTPrepThreads, kTPrepBlocksPerSm)
   for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) kk[nt][e] = qk[nt][e] = 0.f;
-  if (!(nh == 1 && mt < 2)) {
-#pragma unroll
-    for (int ks = 0; ks < K / 16; ++ks) {
-      uint32_t ak[4], aq[4];
-      LdsmA(ak, kb + mt * 16 * kSK + ks * 16, kSK, lane);
-      LdsmA(aq, qb + mt * 16 * kSK + ks * 16, kSK, lane);
-#pragma unroll
-      for (int np = 0; np < 2; ++np) {
-        uint32_t bf[4];
-        LdsmB2(bf, kb + (nh * 32 + np * 16) * kSK + ks * 16, kSK, lane);
-        Mma16816<Op>(kk[2 * np], ak, bf);
-        Mma16816<Op>(kk[2 * np + 1], ak, bf + 2);
-        Mma16816<Op>(qk[2 * np], aq, bf);
-        Mma16816<Op>(qk[2 * np + 1], aq, bf + 2);
-      }
-    }
-  }
+  if (!(nh == 1 && mt < 2)) KkQkWarpTile<K>(kb, qb, kSK, mt, nh, lane, kk, qk);
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt)
 #pragma unroll

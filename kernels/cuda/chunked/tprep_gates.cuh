@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/chunked/chunk_args.h"
+#include "kernels/cuda/chunked/gate_prefix.cuh"
 #include "kernels/cuda/chunked/tprep_args.h"
 #include "kernels/cuda/common/cp_async.cuh"
 #include "kernels/gating.h"
@@ -71,16 +72,8 @@ __device__ __forceinline__ void GatePrefix(const ChunkArgs& args, const TPrepWor
   GateOf(args, raw, h, i0, L, x0, b0);
   GateOf(args, raw, h, i1, L, x1, b1);
   *reinterpret_cast<float2*>(beta_s + i0) = make_float2(b0, b1);
-  float s = x0 + x1;
-#pragma unroll
-  for (int off = 1; off < 32; off <<= 1) {
-    const float y = __shfl_up_sync(0xffffffffu, s, off);
-    if (lane >= off) s += y;
-  }
-  float before = __shfl_up_sync(0xffffffffu, s, 1);
-  if (lane == 0) before = 0.f;
-  const float G0 = before + x0, G1 = before + x0 + x1;
-  const float g_last = __shfl_sync(0xffffffffu, G1, 31);  // = G_{L-1}: padding has g = 0
+  float G0, G1, g_last;
+  WarpChunkPrefix(x0, x1, lane, G0, G1, g_last);
   *reinterpret_cast<float2*>(G_s + i0) = make_float2(G0, G1);
   *reinterpret_cast<float2*>(ws.g_cum + ch * 64 + i0) = make_float2(G0, G1);
   *reinterpret_cast<float2*>(ws.eg + ch * 64 + i0) =

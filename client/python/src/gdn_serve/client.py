@@ -26,6 +26,12 @@ from .routing import new_session_id
 __all__ = ["Client"]
 
 
+def _tensors(q, k, v, g, beta, a, b, a_log, dt_bias) -> dict:
+    """A Forward's tensors by field name (PreparedForward's argument)."""
+    return {"q": q, "k": k, "v": v, "g": g, "beta": beta, "a": a, "b": b, "a_log": a_log,
+            "dt_bias": dt_bias}
+
+
 class Client(ClientCore):
     """Synchronous client. See ClientCore for the constructor's arguments;
     `channel_options` adds gRPC channel arguments."""
@@ -295,18 +301,15 @@ class Client(ClientCore):
                 if offset >= 0:
                     return np.ndarray(plan.o_shape, layout.o_storage, raw, offset), positions
                 # Any other form of answer: parsed and checked as for every call.
-                prepared = PreparedForward(
-                    layout, limit, layer, sequences,
-                    {"q": q, "k": k, "v": v, "g": g, "beta": beta, "a": a, "b": b,
-                     "a_log": a_log, "dt_bias": dt_bias})
+                prepared = PreparedForward(layout, limit, layer, sequences,
+                                           _tensors(q, k, v, g, beta, a, b, a_log, dt_bias))
                 prepared.take_whole(raw)
                 return prepared.result()
         elif channel is not None:  # a part may fill a slot: no message limit on the channel
             limit = max(limit, min(channel.request_capacity, channel.response_capacity) - 65536)
-        prepared = PreparedForward(
-            layout, limit, layer, sequences,
-            {"q": q, "k": k, "v": v, "g": g, "beta": beta, "a": a, "b": b, "a_log": a_log,
-             "dt_bias": dt_bias}, 0, self._region_table, out)
+        prepared = PreparedForward(layout, limit, layer, sequences,
+                                   _tensors(q, k, v, g, beta, a, b, a_log, dt_bias), 0,
+                                   self._region_table, out)
         if prepared.cuda_devices:  # the client's writes are complete before the call
             self._region_table.sync_cuda(prepared.cuda_devices)
         metadata = self._md(sequences[0][0])
