@@ -27,8 +27,9 @@
 //            (rows 0-31 by warps 4-7 during the merge 32 -> 64, rows 32-63
 //            by all warps after it).
 // The arithmetic of phase 1 and steps 0-2 is v7's, in the same order (the
-// code is a copy: v7's kernel is one function; sharing it would move v7's
-// code, and its cubin was not to change). The differences: eg / ed / rq / rk
+// kk / qk products and the gate prefix sum are the same functions,
+// KkQkWarpTile and WarpChunkPrefix; the rest is a copy, as v7's kernel is one
+// function laid out for its own shared memory). The differences: eg / ed / rq / rk
 // are written with 0 for padding tokens, T is stored as T diag(beta) in two
 // parts instead of applied, and what makes it faster (the kernel is bound by
 // latency and barriers, not bandwidth):
