@@ -21,6 +21,7 @@
 #   LAYERS=4  ARM_S=3  PREFILL_S=6  WARMUP_S=0.5  TURNS=3
 #                        layers per step; measured seconds per arm (decode,
 #                        prefill); warm-up; turns per arm of --compare_echo
+#   SERVER_EXTRA="--flag=v ..."  more flags for every gdn-server arm
 #   BIN=DIR              every binary from DIR; else .bundle/bin (with
 #                        .bundle/lib), else build-echo/, else build/
 #   GDN_SERVER= GDN_ECHO= GDN_BENCH= GDN_MIN_CLIENT=   single binaries
@@ -159,6 +160,9 @@ note_na() {  # shape transport arm reason
 server_flags=(--backend="$BACKEND" --layers="$LAYERS" --metrics_listen=127.0.0.1:0)
 # cpu: room for 256 sessions x LAYERS states of 2 MiB.
 [ "$BACKEND" = cpu ] && server_flags+=(--device_state_budget=3GiB --host_state_budget=256MiB)
+# SERVER_EXTRA: more gdn-server flags for every server arm (an A/B of one knob).
+# shellcheck disable=SC2206  # split on purpose
+[ -n "${SERVER_EXTRA:-}" ] && server_flags+=($SERVER_EXTRA)
 
 say "request path: backend $BACKEND, shapes [$SHAPES], transports [$TRANSPORTS], $LAYERS layers, ${ARM_S}s arms"
 for transport in $TRANSPORTS; do

@@ -15,7 +15,8 @@
 #   bash scripts/device/bundle.sh gdn-server gdn-bench gdn-echo gdn-min-client \
 #     cuda_stream_test server_cuda_test cuda_backend_test
 #   bash scripts/device/python_visit.sh prepare
-# PARTS=tests,bench,slo,python (default all). Writes under $OUT (few files).
+# PARTS=tests,bench,pack,slo,python (default all but pack; pack: the
+# --pack_threads A/B). TESTS: the GPU tests to run (default the three above). Writes under $OUT (few files).
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/gdn_out}
@@ -33,7 +34,7 @@ say "device"
   lscpu | grep -E "Model name|^CPU\(s\)"; } 2>&1 | tee -a "$LOG"
 
 if want tests; then
-  for t in cuda_stream_test server_cuda_test cuda_backend_test; do
+  for t in ${TESTS:-cuda_stream_test server_cuda_test cuda_backend_test}; do
     say "$t"
     timeout 90 $B/$t 2>&1 | grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|OK \]|Failure|error|SEED" | tee -a "$LOG"
     echo "rc ${PIPESTATUS[0]}" | tee -a "$LOG"
@@ -56,6 +57,24 @@ if want bench; then
   cp /tmp/request_path/results.md "$OUT/request_path.md" 2>/dev/null
   tar -czf "$OUT/request_path.tar.gz" -C /tmp request_path request_path.log 2>/dev/null
   cat "$OUT/request_path.md" 2>/dev/null | tee -a "$LOG"
+fi
+
+if want pack; then
+  # The copy workers' A/B (--pack_threads, server/engine/work_sharing_pool.h):
+  # the shapes whose requests are >= 1 MiB, TCP, runs taking turns; each
+  # run's ratios are to its own proto echo.
+  for round in 1 2; do
+    for arm in off on; do
+      extra=""; [ $arm = off ] && extra="--pack_threads=0"
+      say "pack threads $arm, round $round"
+      SERVER_EXTRA="$extra" BACKEND=cuda BIN=$B ARM_S=1.5 PREFILL_S=3 BEFORE=0 CLIENT_COST=0 \
+        SHAPES="decode256 prefill2048" TRANSPORTS=tcp \
+        timeout 80 bash bench/request_path/run.sh /tmp/pack_${arm}_$round > /tmp/pack_${arm}_$round.log 2>&1
+      echo "rc $?" | tee -a "$LOG"
+      grep -E "^\| (decode|prefill)" /tmp/pack_${arm}_$round/results.md | tee -a "$LOG"
+    done
+  done
+  tar -czf "$OUT/pack_ab.tar.gz" -C /tmp $(cd /tmp && ls -d pack_*) 2>/dev/null
 fi
 
 if want slo; then

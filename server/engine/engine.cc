@@ -70,7 +70,8 @@ Engine::Engine(const ServerConfig& config, std::unique_ptr<Backend> backend,
     : config_(config),
       backend_(std::move(backend)),
       cache_(std::move(cache)),
-      arena_(std::make_unique<IoArena>(backend_.get(), config.io_buffer_bytes)),
+      arena_(std::make_unique<IoArena>(backend_.get(), config.io_buffer_bytes,
+                                        config.pack_threads)),
       metrics_(metrics),
       completions_(config.completion_threads) {
   // Fused gating is folded into g and beta when requests are packed

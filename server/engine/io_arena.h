@@ -17,6 +17,9 @@
 // a pointer the backend can read and writes o through BytesRef-like runs,
 // whoever owns the memory.
 //
+// Large requests are packed by several threads: the arena's copy workers
+// (--pack_threads) help the request thread copy and check their payloads.
+//
 // Threading: every method is safe from any thread. Blocks are shared_ptrs:
 // the last holder (a request thread, the engine, or gRPC dropping a sent
 // slice) returns the block, from whichever thread it is on.
@@ -31,6 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/backend.h"
+#include "server/engine/work_sharing_pool.h"
 
 namespace gdn {
 
@@ -57,8 +61,9 @@ class IoArena {
   static constexpr size_t kMinBlockBytes = 64 << 10;
 
   // `backend` must outlive the arena (its AllocateHost / FreeHost are safe
-  // from any thread).
-  IoArena(Backend* backend, size_t capacity_bytes);
+  // from any thread). `copy_threads`: threads that help pack large calls
+  // (0: each request thread packs alone).
+  IoArena(Backend* backend, size_t capacity_bytes, int copy_threads = 0);
   ~IoArena();  // frees every block; none may be held any more
   IoArena(const IoArena&) = delete;
   IoArena& operator=(const IoArena&) = delete;
@@ -68,6 +73,7 @@ class IoArena {
 
   IoArenaStats Stats() const;
   size_t capacity_bytes() const { return capacity_bytes_; }
+  WorkSharingPool& copy_workers() { return copy_workers_; }
 
  private:
   struct Block;
@@ -80,6 +86,7 @@ class IoArena {
   std::vector<std::vector<Block*>> free_;  // [size class] idle blocks
   std::vector<std::unique_ptr<Block>> all_;
   IoArenaStats stats_;
+  WorkSharingPool copy_workers_;
 };
 
 }  // namespace gdn

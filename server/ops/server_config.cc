@@ -32,6 +32,10 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
     return absl::InvalidArgumentError(
         "decode_lanes, prefill_lanes and completion_threads must be >= 1");
   }
+  if (c.pack_threads < 0 || c.pack_threads > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pack_threads must be in [0, 64], got ", c.pack_threads));
+  }
   if (c.max_channels < 0 || c.channel_spin < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("max_channels and channel_spin_us must be >= 0");
   }
@@ -117,6 +121,7 @@ std::string DescribeServerConfig(const ServerConfig& c) {
                   " prefill\n");
   absl::StrAppend(&out, "  completion_threads = ", c.completion_threads, "\n");
   absl::StrAppend(&out, "  io_buffer_bytes = ", FormatByteSize(c.io_buffer_bytes), "\n");
+  absl::StrAppend(&out, "  pack_threads = ", c.pack_threads, "\n");
   absl::StrAppend(&out, "  max_message_bytes = ", c.max_message_bytes, "\n");
   absl::StrAppend(&out, "  grpc window / max frame = ", c.grpc_window_bytes, " / ",
                   c.grpc_max_frame_bytes, " bytes (0 = gRPC default)\n");

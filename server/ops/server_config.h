@@ -61,6 +61,10 @@ struct ServerConfig {
   // Host I/O memory for inputs and outputs of calls in flight (pinned on
   // cuda): more at once fails new calls with RESOURCE_EXHAUSTED.
   size_t io_buffer_bytes = size_t{4} << 30;
+  // Threads that help request threads copy and check large requests' tensor
+  // bytes into the I/O memory (0: none). Default: a quarter of the cores, at
+  // most 4 (server_flags.cc).
+  int pack_threads = 0;
 
   // gRPC transport (proto/grpc_transport.h): the message limit, the HTTP/2
   // stream window offered up front and the largest DATA frame accepted

@@ -60,6 +60,9 @@ ABSL_FLAG(int32_t, prefill_lanes, 2,
           "prefill chunks in flight at once (one backend stream each)");
 ABSL_FLAG(int32_t, completion_threads, 2,
           "threads that encode and send Forward responses");
+ABSL_FLAG(int32_t, pack_threads, -1,
+          "threads that help copy and check the tensors of requests of 1 MiB "
+          "or more (-1: a quarter of the cores, at most 4; 0: none)");
 ABSL_FLAG(gdn::ByteSize, io_buffer_bytes, gdn::ByteSize{size_t{4} << 30},
           "host memory for the inputs and outputs of calls in flight (pinned "
           "on cuda); beyond it new calls fail with RESOURCE_EXHAUSTED");
@@ -176,6 +179,10 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags() {
   c.prefill_lanes = absl::GetFlag(FLAGS_prefill_lanes);
   c.completion_threads = absl::GetFlag(FLAGS_completion_threads);
   c.io_buffer_bytes = absl::GetFlag(FLAGS_io_buffer_bytes).bytes;
+  c.pack_threads = absl::GetFlag(FLAGS_pack_threads);
+  if (c.pack_threads < 0) {
+    c.pack_threads = std::min<int>(4, static_cast<int>(std::thread::hardware_concurrency() / 4));
+  }
   c.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   c.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
   c.max_channels = absl::GetFlag(FLAGS_max_channels);

@@ -9,11 +9,14 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/types/span.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/gating.h"
 #include "kernels/gdn_params.h"
 #include "proto/cpu_clones.h"
 #include "proto/tensor_codec.h"
+#include "server/engine/work_sharing_pool.h"
 #include "server/sessions/session_id.h"
 
 namespace gdn {
@@ -80,9 +83,11 @@ absl::Status CheckElements(const char* x, size_t n, size_t first_index, absl::st
 // Copies a payload given as pieces (for_each_piece(fn) calls fn(ptr, n) in
 // order) to dst, checking each step right after it lands: finite, and
 // within `range` when given (fp32 only).
+// `first_element`: the index of dst's first element in its tensor (errors
+// name the tensor's index).
 template <typename ForEachPiece>
 absl::Status CopyChecked(ForEachPiece&& for_each_piece, absl::string_view field, DType dtype,
-                         char* dst, const Range* range = nullptr) {
+                         char* dst, const Range* range = nullptr, size_t first_element = 0) {
   const size_t elem = DTypeSize(dtype);
   size_t copied = 0;   // bytes
   size_t checked = 0;  // elements
@@ -93,7 +98,8 @@ absl::Status CopyChecked(ForEachPiece&& for_each_piece, absl::string_view field,
       std::memcpy(dst + copied, piece + at, n);
       copied += n;
       const size_t whole = copied / elem;  // elements complete so far
-      status = CheckElements(dst + checked * elem, whole - checked, checked, field, dtype, range);
+      status = CheckElements(dst + checked * elem, whole - checked, first_element + checked,
+                             field, dtype, range);
       checked = whole;
     }
   });
@@ -101,10 +107,61 @@ absl::Status CopyChecked(ForEachPiece&& for_each_piece, absl::string_view field,
 }
 
 absl::Status CopyChecked(const wire::WireMessage& message, const TensorField& t,
-                         absl::string_view field, DType dtype, char* dst,
-                         const Range* range = nullptr) {
-  return CopyChecked([&](auto&& fn) { message.ForEachPiece(t.data, fn); }, field, dtype, dst,
-                     range);
+                         absl::string_view field, DType dtype, char* dst) {
+  return CopyChecked([&](auto&& fn) { message.ForEachPiece(t.data, fn); }, field, dtype, dst);
+}
+
+// One inline tensor's payload, copied and checked into the block.
+struct InlineCopy {
+  const TensorField* tensor;
+  const char* field;
+  DType dtype;
+  const Range* range;
+  char* dst;
+};
+
+// Copies and checks every inline payload, in parts of kPartBytes (a multiple
+// of every element size) shared with the arena's copy workers when the
+// request is large: each part is the same copy-then-check as one thread's.
+// The error is the one a single thread going in order would meet first
+// (the first tensor that fails, its first bad element).
+absl::Status CopyAllChecked(const wire::WireMessage& message,
+                            absl::Span<const InlineCopy> copies, WorkSharingPool& workers) {
+  constexpr size_t kPartBytes = 256 << 10;
+  constexpr size_t kShareFromBytes = 1 << 20;  // below: a helper's wake-up costs more
+  struct Part {
+    const InlineCopy* copy;
+    size_t begin, end;  // bytes of the payload
+  };
+  absl::InlinedVector<Part, 8> parts;
+  size_t total = 0;
+  for (const InlineCopy& c : copies) {
+    const size_t bytes = c.tensor->data.size;
+    total += bytes;
+    for (size_t at = 0; at < bytes; at += kPartBytes) {
+      parts.push_back({&c, at, std::min(bytes, at + kPartBytes)});
+    }
+  }
+  absl::InlinedVector<absl::Status, 8> status(parts.size());
+  auto copy_part = [&](size_t i) {
+    const Part& p = parts[i];
+    const InlineCopy& c = *p.copy;
+    const wire::WireSpan span{c.tensor->data.offset + p.begin, p.end - p.begin};
+    status[i] = CopyChecked([&](auto&& fn) { message.ForEachPiece(span, fn); }, c.field,
+                            c.dtype, c.dst + p.begin, c.range, p.begin / DTypeSize(c.dtype));
+  };
+  if (total >= kShareFromBytes) {
+    workers.Run(parts.size(), copy_part);
+  } else {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      copy_part(i);
+      if (!status[i].ok()) return status[i];
+    }
+  }
+  for (const absl::Status& s : status) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 // Checks bytes that stay where they are (a SYSTEM region), step by step.
@@ -296,17 +353,15 @@ absl::StatusOr<std::unique_ptr<ForwardCall>> ReadForwardRequest(
     return resolved;
   };
 
+  absl::InlinedVector<InlineCopy, PackedInputs::kCount> inline_copies;
   std::vector<ValueCheck> device_checks;  // CUDA regions, checked in one launch
   std::vector<int> device_check_inputs;   // which input each check is
   for (int i = 0; i < in_requests; ++i) {
     const TensorField& t = *inputs[i];
     const char* name = kInputNames[i];
     if (!t.has_ref) {
-      if (absl::Status st = CopyChecked(message, t, name, input_dtypes[i],
-                                        const_cast<char*>(packed.source[i]), ranges[i]);
-          !st.ok()) {
-        return st;
-      }
+      inline_copies.push_back({&t, name, input_dtypes[i], ranges[i],
+                               const_cast<char*>(packed.source[i])});
       continue;
     }
     absl::StatusOr<ResolvedRef> ref = resolve(t.ref, t.ref.byte_size, name, input_dtypes[i]);
@@ -329,6 +384,9 @@ absl::StatusOr<std::unique_ptr<ForwardCall>> ReadForwardRequest(
       device_checks.push_back(c);
       device_check_inputs.push_back(i);
     }
+  }
+  if (absl::Status st = CopyAllChecked(message, inline_copies, arena.copy_workers()); !st.ok()) {
+    return st;
   }
   if (!device_checks.empty()) {
     absl::StatusOr<std::vector<int64_t>> first_bad = regions->backend->CheckValues(device_checks);

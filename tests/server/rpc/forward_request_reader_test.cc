@@ -6,6 +6,7 @@
 #include "server/rpc/forward_request_reader.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -13,6 +14,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -52,6 +54,11 @@ wire::WireMessage Sliced(const std::string& bytes, std::mt19937_64& rng) {
   }
   grpc::ByteBuffer buffer(slices.data(), slices.size());
   return *wire::WireMessage::FromByteBuffer(buffer);
+}
+
+// Overwrites fp32 element `index` of `tensor`.
+void SetFloat(gdn::v1::Tensor* tensor, size_t index, float value) {
+  std::memcpy(tensor->mutable_data()->data() + index * sizeof(float), &value, sizeof(float));
 }
 
 class ForwardRequestReaderTest : public ::testing::TestWithParam<GatingMode> {
@@ -95,12 +102,6 @@ class ForwardRequestReaderTest : public ::testing::TestWithParam<GatingMode> {
     }
     EXPECT_EQ(request_id, 77u);                 // a stream answers under it
     EXPECT_EQ(arena_.Stats().bytes_in_use, 0);  // the block went back
-  }
-
-  // Overwrites fp32 element `index` of `tensor`.
-  static void SetFloat(gdn::v1::Tensor* tensor, size_t index, float value) {
-    std::memcpy(tensor->mutable_data()->data() + index * sizeof(float), &value,
-                sizeof(float));
   }
 
   std::unique_ptr<Backend> backend_;
@@ -273,6 +274,111 @@ TEST_P(ForwardRequestReaderTest, GatingTensors) {
         },
         {"g", "not used with gating=fused"});
   }
+}
+
+// Requests of 1 MiB and more are packed by the arena's copy workers in
+// parts: the block must be the same bytes, and a refusal the same error, as
+// one thread copying in order would give.
+class LargeForwardRequestTest : public ::testing::Test {
+ protected:
+  static constexpr int kTokens = 2500;  // ~2.6 MiB of tensors: 2-5 parts each
+
+  LargeForwardRequestTest()
+      : backend_(CreateCpuBackend(1)), arena_(backend_.get(), 256 << 20, /*copy_threads=*/3) {
+    seed_ = gdn::testing::FreshSeed();
+    options_ = SmallOptions(GatingMode::kDirect);
+    inputs_ = gdn::testing::MakeRandomInputs(options_, {kTokens - 700, 700}, seed_,
+                                             /*random_initial_state=*/false);
+    good_ = gdn::testing::BuildForwardRequest(options_, 0, {{"a", 0}, {"b", 3}}, inputs_);
+  }
+
+  absl::StatusOr<std::unique_ptr<ForwardCall>> Read(const gdn::v1::ForwardRequest& r,
+                                                    uint64_t salt = 0) {
+    std::mt19937_64 rng(seed_ + salt);
+    uint64_t id = 0;
+    return ReadForwardRequest(Sliced(r.SerializeAsString(), rng), kLayers, options_, arena_,
+                              &id);
+  }
+
+  // Expects every packed byte to be the request's.
+  void ExpectPacked(const ForwardCall& call) {
+    const PackedInputs& in = call.inputs;
+    const char* base = in.block->data;
+    for (auto [t, at] : {std::pair{&good_.q(), in.layout.q}, {&good_.k(), in.layout.k},
+                         {&good_.v(), in.layout.v}, {&good_.g(), in.layout.g},
+                         {&good_.beta(), in.layout.beta}}) {
+      ASSERT_EQ(std::memcmp(base + at, t->data().data(), t->data().size()), 0);
+    }
+  }
+
+  std::unique_ptr<Backend> backend_;
+  IoArena arena_;
+  uint64_t seed_ = 0;
+  GdnOptions options_;
+  oracle::Inputs inputs_;
+  gdn::v1::ForwardRequest good_;
+};
+
+TEST_F(LargeForwardRequestTest, PacksEveryByteWhereTheLayoutSays) {
+  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
+  ASSERT_GE(good_.ByteSizeLong(), size_t{2} << 20);
+  absl::StatusOr<std::unique_ptr<ForwardCall>> v = Read(good_);
+  ASSERT_TRUE(v.ok()) << v.status();
+  ExpectPacked(**v);
+}
+
+TEST_F(LargeForwardRequestTest, TheErrorIsTheFirstInTensorAndElementOrder) {
+  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
+  std::mt19937_64 rng(seed_);
+  const size_t qk_elements = size_t{kTokens} * 2 * 64;
+  const uint16_t nan_bf16 = 0x7fc0;
+  // Two bad elements of k, in its second and third parts (a part is 256 KiB,
+  // 131072 bf16 values), and one early in v: k's lower index is the error.
+  constexpr size_t kPart = 131072;
+  static_assert(size_t{kTokens} * 2 * 64 > 2 * kPart);
+  const size_t first = std::uniform_int_distribution<size_t>(kPart, 2 * kPart - 1)(rng);
+  const size_t second = std::uniform_int_distribution<size_t>(2 * kPart, qk_elements - 1)(rng);
+  gdn::v1::ForwardRequest r = good_;
+  for (size_t index : {first, second}) {
+    std::memcpy(r.mutable_k()->mutable_data()->data() + 2 * index, &nan_bf16, 2);
+  }
+  std::memcpy(r.mutable_v()->mutable_data()->data() + 2 * 5, &nan_bf16, 2);
+  absl::StatusOr<std::unique_ptr<ForwardCall>> v = Read(r);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(v.status().message()),
+              HasSubstr("k: element " + std::to_string(first) + " "));
+  // A range error in the last part of beta, with k clean: named with its index.
+  r = good_;
+  const size_t gate = size_t{kTokens} * 4 - 3;
+  SetFloat(r.mutable_beta(), gate, 2.0f);
+  v = Read(r);
+  ASSERT_FALSE(v.ok());
+  EXPECT_THAT(std::string(v.status().message()),
+              HasSubstr("beta: element " + std::to_string(gate)));
+  EXPECT_EQ(arena_.Stats().bytes_in_use, 0);  // the blocks went back
+}
+
+TEST_F(LargeForwardRequestTest, RequestThreadsAtOnceShareTheWorkers) {
+  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
+  std::vector<std::thread> threads;
+  std::atomic<int> failed{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 5; ++i) {
+        absl::StatusOr<std::unique_ptr<ForwardCall>> v = Read(good_, 100 * t + i);
+        if (!v.ok()) {
+          ++failed;
+          continue;
+        }
+        const PackedInputs& in = (*v)->inputs;
+        failed += std::memcmp(in.block->data + in.layout.v, good_.v().data().data(),
+                              good_.v().data().size()) != 0;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failed.load(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Gating, ForwardRequestReaderTest,

@@ -1,0 +1,68 @@
+#include "server/engine/work_sharing_pool.h"
+
+#include <algorithm>
+
+namespace gdn {
+
+WorkSharingPool::WorkSharingPool(int threads) {
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+}
+
+WorkSharingPool::~WorkSharingPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+size_t WorkSharingPool::Batch::Drain() {
+  size_t ran = 0;
+  for (size_t i = next.fetch_add(1); i < jobs; i = next.fetch_add(1)) {
+    job(i);
+    ++ran;
+    done.fetch_add(1);
+  }
+  return ran;
+}
+
+void WorkSharingPool::Run(size_t jobs, absl::FunctionRef<void(size_t)> job) {
+  if (threads_.empty() || jobs <= 1) {
+    for (size_t i = 0; i < jobs; ++i) job(i);
+    return;
+  }
+  auto batch = std::make_shared<Batch>(jobs, job);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_.push_back(batch);
+  }
+  const size_t helpers = std::min(jobs - 1, threads_.size());
+  for (size_t i = 0; i < helpers; ++i) work_cv_.notify_one();
+  batch->Drain();
+  std::unique_lock<std::mutex> lock(mu_);
+  // Jobs a helper took are still running; wait for them, not for new ones.
+  done_cv_.wait(lock, [&] { return batch->done.load() == jobs; });
+  auto it = std::find(open_.begin(), open_.end(), batch);
+  if (it != open_.end()) open_.erase(it);
+}
+
+void WorkSharingPool::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [this] { return stopping_ || !open_.empty(); });
+    if (open_.empty()) return;  // stopping
+    std::shared_ptr<Batch> batch = open_.front();
+    if (batch->next.load() >= batch->jobs) {  // every job started: not ours to help
+      open_.pop_front();
+      continue;
+    }
+    lock.unlock();
+    const size_t ran = batch->Drain();
+    lock.lock();
+    // The caller checks `done` under mu_: notifying under it loses no wake-up.
+    if (ran > 0 && batch->done.load() == batch->jobs) done_cv_.notify_all();
+  }
+}
+
+}  // namespace gdn

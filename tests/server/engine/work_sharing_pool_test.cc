@@ -1,0 +1,79 @@
+#include "server/engine/work_sharing_pool.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace gdn {
+namespace {
+
+TEST(WorkSharingPoolTest, EveryJobRunsExactlyOnceAndRunReturnsAfterTheLast) {
+  WorkSharingPool pool(3);
+  for (size_t jobs : {0u, 1u, 2u, 7u, 1000u}) {
+    std::vector<std::atomic<int>> ran(jobs);
+    std::atomic<size_t> finished{0};
+    pool.Run(jobs, [&](size_t i) {
+      ran[i].fetch_add(1);
+      finished.fetch_add(1);
+    });
+    EXPECT_EQ(finished.load(), jobs);  // nothing still running after Run
+    for (size_t i = 0; i < jobs; ++i) ASSERT_EQ(ran[i].load(), 1) << "job " << i;
+  }
+}
+
+TEST(WorkSharingPoolTest, PoolThreadsHelpTheCaller) {
+  // Job 0 waits until another thread has run a job: it only returns if a
+  // pool thread took part (a caller alone would hang: ctest's timeout).
+  WorkSharingPool pool(2);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::set<std::thread::id> threads;
+  const std::thread::id caller = std::this_thread::get_id();
+  pool.Run(2, [&](size_t) {
+    std::unique_lock<std::mutex> lock(mu);
+    threads.insert(std::this_thread::get_id());
+    cv.notify_all();
+    cv.wait(lock, [&] { return threads.size() == 2; });
+  });
+  EXPECT_EQ(threads.size(), 2u);
+  EXPECT_EQ(threads.count(caller), 1u);
+}
+
+TEST(WorkSharingPoolTest, WithoutThreadsTheCallerRunsEverything) {
+  WorkSharingPool pool(0);
+  const std::thread::id caller = std::this_thread::get_id();
+  int ran = 0;
+  pool.Run(50, [&](size_t) {
+    EXPECT_EQ(std::this_thread::get_id(), caller);
+    ++ran;
+  });
+  EXPECT_EQ(ran, 50);
+}
+
+TEST(WorkSharingPoolTest, ManyCallersAtOnceEachGetTheirOwnJobsDone) {
+  // Callers outnumber the pool: a caller whose helpers are elsewhere runs
+  // its own jobs, and no caller sees another's.
+  WorkSharingPool pool(2);
+  constexpr int kCallers = 6, kRounds = 200, kJobs = 13;
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> callers;
+  for (int c = 0; c < kCallers; ++c) {
+    callers.emplace_back([&, c] {
+      for (int round = 0; round < kRounds; ++round) {
+        std::vector<int> seen(kJobs, 0);
+        pool.Run(kJobs, [&](size_t i) { seen[i] += c + 1; });
+        for (int v : seen) wrong += v != c + 1;
+      }
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+}  // namespace
+}  // namespace gdn
