@@ -16,7 +16,8 @@
 #     cuda_stream_test server_cuda_test cuda_backend_test
 #   bash scripts/device/python_visit.sh prepare
 # PARTS=tests,bench,pack,slo,python (default all but pack; pack: the
-# --pack_threads A/B). TESTS: the GPU tests to run (default the three above). Writes under $OUT (few files).
+# --pack_threads A/B). TESTS: the GPU tests to run (default the three above),
+# TEST_TIMEOUT seconds each (90). Writes under $OUT (few files).
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/gdn_out}
@@ -36,7 +37,7 @@ say "device"
 if want tests; then
   for t in ${TESTS:-cuda_stream_test server_cuda_test cuda_backend_test}; do
     say "$t"
-    timeout 90 $B/$t 2>&1 | grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|OK \]|Failure|error|SEED" | tee -a "$LOG"
+    timeout ${TEST_TIMEOUT:-90} $B/$t 2>&1 | grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|OK \]|Failure|error|SEED" | tee -a "$LOG"
     echo "rc ${PIPESTATUS[0]}" | tee -a "$LOG"
   done
   SANITIZER=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
