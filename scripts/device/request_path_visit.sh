@@ -64,7 +64,7 @@ if want pack; then
   # The copy workers' A/B (--pack_threads, server/engine/work_sharing_pool.h):
   # the shapes whose requests are >= 1 MiB, TCP, runs taking turns; each
   # run's ratios are to its own proto echo.
-  for round in 1 2; do
+  for round in $(seq "${PACK_ROUNDS:-2}"); do
     for arm in off on; do
       extra=""; [ $arm = off ] && extra="--pack_threads=0"
       say "pack threads $arm, round $round"
