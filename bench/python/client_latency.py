@@ -107,10 +107,16 @@ def inline_request(client, layer, sequences, args):
 
 
 def finish_inline(client, inline, raw):
-    """(o, positions) of an inline request's response, as Client.forward takes it."""
-    _, plan, tail, positions = inline
+    """(o, positions) of an inline request's response, as Client.forward takes it
+    (o a torch tensor where inline_request says v was one; gdn_serve before
+    CPU torch tensors went inline returned 4 items and took numpy only)."""
+    plan, tail, positions = inline[1:4]
+    torch = inline[4] if len(inline) > 4 else None
     offset = plan.canonical_o(raw, tail)
     assert offset >= 0, "the no-compute server answers in its usual form"
+    if torch is not None:
+        return gdn_serve.tensors.torch_view(torch, raw, offset, plan.o_shape,
+                                            client._layout.activation), positions
     return np.ndarray(plan.o_shape, client._layout.o_storage, raw, offset), positions
 
 
@@ -135,7 +141,7 @@ def run_case(client, batch, tokens, calls, warmup, kind, seconds=None, layers=1)
         sequences = [(s.id, s.positions[layer], tokens) for s in sessions]
         t0 = time.perf_counter()
         inline = None if channel is not None else inline_request(client, layer, sequences, args)
-        if inline is not None:  # the client's path for numpy in the wire dtype, one message
+        if inline is not None:  # the client's path for tensors in the wire dtype, one message
             payloads = [inline[0]]
             t1 = time.perf_counter()
             raws = [call(payloads[0], timeout=client.timeout, metadata=metadata)]

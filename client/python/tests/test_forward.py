@@ -161,8 +161,8 @@ def test_inline_request_takes_only_wire_ready_numpy(client):
         return layout.inline_request(limit, layer, seqs, t["q"], t["k"], t["v"], t["g"],
                                      t["beta"], t["a"], t["b"], t["a_log"], t["dt_bias"])
 
-    payload, plan, tail, positions = inline()
-    assert positions == [7] and plan.total == 3
+    payload, plan, tail, positions, torch = inline()
+    assert positions == [7] and plan.total == 3 and torch is None  # o as numpy
     prepared = PreparedForward(layout, 1 << 20, 0, seqs, dict(bits))
     assert payload == prepared.payload(prepared.parts[0])
     assert inline(q=x["q"]) is None                       # float32: converted
@@ -199,3 +199,37 @@ def test_answer_in_another_form_is_parsed(client):
         client._calls["Forward"] = real
     assert positions == [2]
     np.testing.assert_array_equal(o, want)
+
+
+def test_numpy_calls_never_import_torch(server_bf16):
+    """The inline path looks torch up in sys.modules (for CPU torch tensors)
+    and never imports it: a process that uses numpy only stays without torch
+    (a fresh interpreter, as this one may have imported torch already)."""
+    script = r"""
+import sys
+import numpy as np
+import gdn_serve
+from gdn_serve import dtypes
+c = gdn_serve.Client(sys.argv[1], timeout=60)
+cfg = c.config
+rng = np.random.default_rng(0)
+bits = lambda *s: dtypes.float32_to_bf16_bits(rng.standard_normal(s).astype(np.float32))
+q, k = bits(2, cfg.num_qk_heads, cfg.head_dim_k), bits(2, cfg.num_qk_heads, cfg.head_dim_k)
+v = bits(2, cfg.num_v_heads, cfg.head_dim_v)
+g = np.full((2, cfg.num_v_heads), -0.1, np.float32)
+beta = np.full((2, cfg.num_v_heads), 0.5, np.float32)
+sid = c.create_session()
+o = c.forward(0, [(sid, 0, 1)], q[:1], k[:1], v[:1], g[:1], beta[:1])          # inline
+q1 = dtypes.bf16_bits_to_float32(q[1:])  # float32: converted by PreparedForward
+o = c.forward(0, [(sid, 1, 1)], q1, k[1:], v[1:], g[1:], beta[1:])
+assert o.dtype == np.uint16, o.dtype
+assert "torch" not in sys.modules, "torch was imported"
+c.close_session(sid)
+c.close()
+print("ok")
+"""
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", script, server_bf16.address],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

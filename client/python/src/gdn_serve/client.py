@@ -22,6 +22,7 @@ from .forward_call import PreparedForward, SequenceTokens
 from .regions import Region
 from .retry import call_with_retry
 from .routing import new_session_id
+from .tensors import torch_view
 
 __all__ = ["Client"]
 
@@ -294,12 +295,17 @@ class Client(ClientCore):
         if channel is None and self._region_table is None and out is None:
             inline = layout.inline_request(limit, layer, sequences, q, k, v, g, beta, a, b, a_log,
                                            dt_bias)
-            if inline is not None:  # numpy tensors as they are, one message
-                payload, plan, tail, positions = inline
+            if inline is not None:  # numpy / CPU torch tensors as they are, one message
+                payload, plan, tail, positions, torch = inline
                 raw = self._call_forward(payload, deadline, self._md(sequences[0][0]))
                 offset = plan.canonical_o(raw, tail)
                 if offset >= 0:
-                    return np.ndarray(plan.o_shape, layout.o_storage, raw, offset), positions
+                    if torch is None:
+                        return np.ndarray(plan.o_shape, layout.o_storage, raw, offset), positions
+                    # v is a torch tensor: o as PreparedForward.result() gives
+                    # it (a writable view of the answer, no copy).
+                    return torch_view(torch, raw, offset, plan.o_shape,
+                                      layout.activation), positions
                 # Any other form of answer: parsed and checked as for every call.
                 prepared = PreparedForward(layout, limit, layer, sequences,
                                            _tensors(q, k, v, g, beta, a, b, a_log, dt_bias))
