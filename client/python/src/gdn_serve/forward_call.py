@@ -23,7 +23,10 @@ commonest call (numpy arrays or CPU torch tensors already in the wire dtype,
 contiguous, one message, no regions) does not build a PreparedForward at
 all: ForwardLayout.inline_request writes it and Client.forward views o in
 the answer (on the 2-core VM: overhead over the transport 13-15% -> 10% at
-decode 32 x 1 for numpy).
+decode 32 x 1 for numpy; CPU torch bf16, 8 ABBA rounds: 21.2% -> 18.7% at
+decode 1 x 1, 18.6% -> 17.3% at 32 x 1; what torch still costs over numpy
+is torch's own calls: five attribute reads per tensor, and making o a torch
+tensor, which PreparedForward pays the same).
 """
 
 import ctypes
