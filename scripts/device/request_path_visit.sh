@@ -15,8 +15,9 @@
 #   bash scripts/device/bundle.sh gdn-server gdn-bench gdn-echo gdn-min-client \
 #     cuda_stream_test server_cuda_test cuda_backend_test
 #   bash scripts/device/python_visit.sh prepare
-# PARTS=tests,bench,pack,slo,python (default all but pack; pack: the
-# --pack_threads A/B). TESTS: the GPU tests to run (default the three above),
+# PARTS=tests,bench,pack,lone,slo,python (default all but pack and lone;
+# pack: the --pack_threads A/B; lone: decode 1 x 1 kernels against
+# no-compute with the server's metrics). TESTS: the GPU tests to run (default the three above),
 # TEST_TIMEOUT seconds each (90). Writes under $OUT (few files).
 set -u
 cd "$(dirname "$0")/../.."
@@ -76,6 +77,36 @@ if want pack; then
     done
   done
   tar -czf "$OUT/pack_ab.tar.gz" -C /tmp $(cd /tmp && ls -d pack_*) 2>/dev/null
+fi
+
+if want lone; then
+  # A lone decode 1 x 1 call with kernels against the no-compute server
+  # (fresh servers, taking turns, TCP), and with kernels through the
+  # same-host channel (inline tensors, no socket), with the server's own
+  # view of each run (gdn-bench --metrics: queue time, and "kernel" time from
+  # the batch's launch to its completion being seen): where the kernels
+  # arm's extra time over no-compute goes.
+  for round in 1 2 3; do
+    for arm in kernels channel no_compute; do
+      flags=""; [ $arm = no_compute ] && flags="--diagnostic_no_compute"
+      listen=127.0.0.1:0; control=grpc
+      if [ $arm = channel ]; then rm -f /tmp/lone.sock; listen=unix:/tmp/lone.sock; control=channel; fi
+      $B/gdn-server --backend=cuda --layers=4 --listen=$listen --metrics_listen=127.0.0.1:0 \
+        $flags > /tmp/lone_server.out 2>/tmp/lone_server.err &
+      spid=$!
+      for _ in $(seq 150); do grep -q listening /tmp/lone_server.out 2>/dev/null && break; sleep 0.2; done
+      grpc=$(sed -nE 's/.*grpc=([^ ]+).*/\1/p' /tmp/lone_server.out)
+      metrics=$(sed -nE 's/.*metrics=([^ ]+).*/\1/p' /tmp/lone_server.out)
+      say "lone decode 1 x 1, $arm, round $round"
+      timeout 30 $B/gdn-bench --server="$grpc" --control=$control --metrics="$metrics" --layers=4 \
+        --sessions=1 --sessions_per_call=1 --prefill_tokens=0 --decode_steps=1000000 \
+        --duration_s=2 --warmup_s=0.5 --progress=false --json_out=/tmp/lone_${arm}_$round.json \
+        > /tmp/lone_${arm}_$round.txt 2>&1
+      grep -E "^ +decode +[0-9]|queue|kernel calls" /tmp/lone_${arm}_$round.txt | head -6 | tee -a "$LOG"
+      kill -TERM $spid 2>/dev/null; wait $spid 2>/dev/null
+    done
+  done
+  tar -czf "$OUT/lone.tar.gz" -C /tmp $(cd /tmp && ls lone_*) 2>/dev/null
 fi
 
 if want slo; then
