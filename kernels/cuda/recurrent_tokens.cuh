@@ -34,6 +34,15 @@ namespace gdn::cuda {
 // Stages tokens [tok0, tok0 + n) of one (sequence, head) into shared memory:
 // warp w handles tokens w, w + kWarps, ...; the block's threads together
 // load the v tile. The caller synchronises afterwards.
+//
+// q and k rows: fp32 / bf16 states get them normalised (q times scale) and
+// k . q of the normalised rows. int8 / fp8 states get the rows as loaded
+// (after the rare rescale below), raw k . q and the arguments of the two
+// rsqrt factors, q . q + eps and k . k + eps: the token step applies the
+// factors to its reduced sums (recurrent_quant_token.cuh). Why: in a decode
+// item the other warps wait at the barrier after this staging, and the two
+// correctly rounded sqrt + division chains and the row scaling were half of
+// the staging warp's dependent work after its loads.
 template <typename Shape>
 __device__ __forceinline__ void StageTokens(const RecurrentParams& p,
                                             RecurrentSmem<Shape>& smem,
@@ -75,8 +84,8 @@ __device__ __forceinline__ void StageTokens(const RecurrentParams& p,
       kq += __shfl_xor_sync(0xffffffffu, kq, offset);
     }
     float q_factor = p.scale, k_factor = 1.0f;
+    float q_eps = kL2NormEps, k_eps = kL2NormEps;
     if (p.l2_norm_qk) {
-      float q_eps = kL2NormEps, k_eps = kL2NormEps;
       // Rare: a row with max|x| >= ~2^60 overflowed its sum of squares; it
       // is rescaled by kL2NormRescale (gdn_types.h) and the sums redone. The
       // butterfly leaves bitwise equal sums on every lane: a uniform branch.
@@ -101,20 +110,39 @@ __device__ __forceinline__ void StageTokens(const RecurrentParams& p,
           kq += __shfl_xor_sync(0xffffffffu, kq, offset);
         }
       }
-      const float rq = 1.0f / sqrtf(qq + q_eps);
-      const float rk = 1.0f / sqrtf(kk + k_eps);
-      q_factor *= rq;
-      k_factor = rk;
+      if constexpr (!RecurrentSmem<Shape>::kQuant) {
+        const float rq = 1.0f / sqrtf(qq + q_eps);
+        const float rk = 1.0f / sqrtf(kk + k_eps);
+        q_factor *= rq;
+        k_factor = rk;
+      }
     }
+    if constexpr (RecurrentSmem<Shape>::kQuant) {
+      // Raw rows: |x| < 2^64 after the rescale, so the token step's sums of
+      // state times row stay finite for any state below ~2^57.
 #pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      smem.q[t][lane * kPer + i] = q[i] * q_factor;
-      smem.k[t][lane * kPer + i] = k[i] * k_factor;
-    }
-    if (lane == 0) {
-      smem.kq[t] = kq * q_factor * k_factor;
-      smem.decay[t] = expf(gate_g);
-      smem.beta[t] = gate_beta;
+      for (int i = 0; i < kPer; ++i) {
+        smem.q[t][lane * kPer + i] = q[i];
+        smem.k[t][lane * kPer + i] = k[i];
+      }
+      if (lane == 0) {
+        smem.kq[t] = kq;
+        smem.qq[t] = qq + q_eps;
+        smem.kk[t] = kk + k_eps;
+        smem.decay[t] = expf(gate_g);
+        smem.beta[t] = gate_beta;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        smem.q[t][lane * kPer + i] = q[i] * q_factor;
+        smem.k[t][lane * kPer + i] = k[i] * k_factor;
+      }
+      if (lane == 0) {
+        smem.kq[t] = kq * q_factor * k_factor;
+        smem.decay[t] = expf(gate_g);
+        smem.beta[t] = gate_beta;
+      }
     }
   }
   // v: thread i stages column i % kVTile of tokens i / kVTile, i / kVTile +
