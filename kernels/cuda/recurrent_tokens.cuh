@@ -32,8 +32,9 @@
 namespace gdn::cuda {
 
 // Stages tokens [tok0, tok0 + n) of one (sequence, head) into shared memory:
-// warp w handles tokens w, w + kWarps, ...; the block's threads together
-// load the v tile. The caller synchronises afterwards.
+// warp w handles the q / k rows of tokens w, w + kWarps, ...; lane t of the
+// last warp the gates of token t; the block's threads together load the v
+// tile. The caller synchronises afterwards.
 //
 // q and k rows: fp32 / bf16 states get them normalised (q times scale) and
 // k . q of the normalised rows. int8 / fp8 states get the rows as loaded
@@ -59,17 +60,6 @@ __device__ __forceinline__ void StageTokens(const RecurrentParams& p,
     float q[kPer], k[kPer];
     LoadAsFloats<InT, kPer>(static_cast<const InT*>(p.q) + qk_offset, q);
     LoadAsFloats<InT, kPer>(static_cast<const InT*>(p.k) + qk_offset, k);
-    float gate_g = 0.0f, gate_beta = 0.0f;
-    if (lane == 0) {
-      const int64_t gi = tok * Hv + head;
-      if (p.fused_gating) {
-        gate_g = FusedDecay(p.a[gi], p.A_log[head], p.dt_bias[head]);
-        gate_beta = FusedBeta(p.b[gi]);
-      } else {
-        gate_g = p.g[gi];
-        gate_beta = p.beta[gi];
-      }
-    }
     float qq = 0.0f, kk = 0.0f, kq = 0.0f;
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
@@ -129,8 +119,6 @@ __device__ __forceinline__ void StageTokens(const RecurrentParams& p,
         smem.kq[t] = kq;
         smem.qq[t] = qq + q_eps;
         smem.kk[t] = kk + k_eps;
-        smem.decay[t] = expf(gate_g);
-        smem.beta[t] = gate_beta;
       }
     } else {
 #pragma unroll
@@ -138,12 +126,26 @@ __device__ __forceinline__ void StageTokens(const RecurrentParams& p,
         smem.q[t][lane * kPer + i] = q[i] * q_factor;
         smem.k[t][lane * kPer + i] = k[i] * k_factor;
       }
-      if (lane == 0) {
-        smem.kq[t] = kq * q_factor * k_factor;
-        smem.decay[t] = expf(gate_g);
-        smem.beta[t] = gate_beta;
-      }
+      if (lane == 0) smem.kq[t] = kq * q_factor * k_factor;
     }
+  }
+  // Gates: lane t of the last warp computes token t's, all tokens at once
+  // and off the q / k staging warps (for a decode token: warp 0 stages q / k
+  // while warp kWarps - 1 loads the gates; the fused gating's softplus and
+  // sigmoid were a serial chain of one lane of the staging warp).
+  static_assert(kTokensPerChunk <= 32, "one lane per staged token");
+  if (warp == Shape::kWarps - 1 && lane < n) {
+    const int64_t gi = (int64_t)(tok0 + lane) * Hv + head;
+    float gate_g, gate_beta;
+    if (p.fused_gating) {
+      gate_g = FusedDecay(p.a[gi], p.A_log[head], p.dt_bias[head]);
+      gate_beta = FusedBeta(p.b[gi]);
+    } else {
+      gate_g = p.g[gi];
+      gate_beta = p.beta[gi];
+    }
+    smem.decay[lane] = expf(gate_g);
+    smem.beta[lane] = gate_beta;
   }
   // v: thread i stages column i % kVTile of tokens i / kVTile, i / kVTile +
   // kThreads / kVTile, ... (a rolled loop: one pass for a decode token).
