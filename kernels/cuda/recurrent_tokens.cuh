@@ -215,107 +215,111 @@ __device__ __forceinline__ void RunItemTokens(const RecurrentParams& p,
   // prefix-state store below serves both kinds; other calls run each chunk
   // as one run, as before.
   const int run_length = p.checkpoint_interval == kPerTokenStates ? 1 : kTokensPerChunk;
-  for (int chunk_start = it.bos; chunk_start < it.eos;) {
-    for (int t = 0; t < n;) {
-      const int run_end = min(n, t + run_length);
-      for (; t < run_end; ++t) {
-        if constexpr (kQuantState<typename Shape::StateT>) {
-          // s holds the decayed state for the item's first token (the kernels
-          // fold exp(g_0) into the scales).
-          QuantTokenStep<Shape>(p, smem, it.head, it.col0, it.pages_ok, t, chunk_start + t,
-                                chunk_start + t == it.bos, s);
-          continue;
-        }
-        const float decay = smem.decay[t];
-        float dk[kCols], dq[kCols];  // partial S^T k, S^T q over my rows
+  int chunk_start = it.bos;
+  for (int t = 0;;) {
+    const int run_end = min(n, t + run_length);
+    for (; t < run_end; ++t) {
+      if constexpr (kQuantState<typename Shape::StateT>) {
+        // s holds the decayed state for the item's first token (the kernels
+        // fold exp(g_0) into the scales).
+        QuantTokenStep<Shape>(p, smem, it.head, it.col0, it.pages_ok, t, chunk_start + t,
+                              chunk_start + t == it.bos, s);
+        continue;
+      }
+      const float decay = smem.decay[t];
+      float dk[kCols], dq[kCols];  // partial S^T k, S^T q over my rows
 #pragma unroll
-        for (int c = 0; c < kCols; ++c) dk[c] = dq[c] = 0.0f;
+      for (int c = 0; c < kCols; ++c) dk[c] = dq[c] = 0.0f;
 #pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          const float kr = smem.k[t][r * kRowGroups + row_group];
-          const float qr = smem.q[t][r * kRowGroups + row_group];
-#pragma unroll
-          for (int c = 0; c < kCols; ++c) {
-            dk[c] = fmaf(s[r][c], kr, dk[c]);
-            dq[c] = fmaf(s[r][c], qr, dq[c]);
-          }
-        }
-        // Row groups inside a warp: lanes kThreadsPerRow apart.
-#pragma unroll
-        for (int offset = kThreadsPerRow; offset < 32; offset *= 2) {
-#pragma unroll
-          for (int c = 0; c < kCols; ++c) {
-            dk[c] += __shfl_xor_sync(0xffffffffu, dk[c], offset);
-            dq[c] += __shfl_xor_sync(0xffffffffu, dq[c], offset);
-          }
-        }
-        if (lane < kThreadsPerRow) {
-#pragma unroll
-          for (int c = 0; c < kCols; ++c) {
-            smem.partial[buffer][warp][0][col_group * kCols + c] = dk[c];
-            smem.partial[buffer][warp][1][col_group * kCols + c] = dq[c];
-          }
-        }
-        __syncthreads();
-        float sk[kCols], sq[kCols];
-#pragma unroll
-        for (int c = 0; c < kCols; ++c) sk[c] = sq[c] = 0.0f;
-#pragma unroll
-        for (int w = 0; w < Shape::kWarps; ++w) {
-#pragma unroll
-          for (int c = 0; c < kCols; ++c) {
-            sk[c] += smem.partial[buffer][w][0][col_group * kCols + c];
-            sq[c] += smem.partial[buffer][w][1][col_group * kCols + c];
-          }
-        }
-        buffer ^= 1;
-
-        const float beta = smem.beta[t];
-        const float kq = smem.kq[t];
-        float u[kCols], out[kCols];
+      for (int r = 0; r < kRows; ++r) {
+        const float kr = smem.k[t][r * kRowGroups + row_group];
+        const float qr = smem.q[t][r * kRowGroups + row_group];
 #pragma unroll
         for (int c = 0; c < kCols; ++c) {
-          u[c] = beta * (smem.v[t][col_group * kCols + c] - decay * sk[c]);
-          out[c] = fmaf(decay, sq[c], kq * u[c]);
-        }
-        if (row_group == 0) {
-          InT* dst =
-              o + ((int64_t)(chunk_start + t) * p.num_v_heads + it.head) * Shape::kV + my_col;
-          if (!it.pages_ok) {
-#pragma unroll
-            for (int c = 0; c < kCols; ++c) out[c] = __int_as_float(0x7fc00000);
-          }
-          StoreFromFloats<InT, kCols>(dst, out);
-        }
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          const float kr = smem.k[t][r * kRowGroups + row_group];
-#pragma unroll
-          for (int c = 0; c < kCols; ++c) s[r][c] = fmaf(s[r][c], decay, kr * u[c]);
+          dk[c] = fmaf(s[r][c], kr, dk[c]);
+          dq[c] = fmaf(s[r][c], qr, dq[c]);
         }
       }
-      // A prefix state after this run: kTokensPerChunk divides
-      // kCheckpointTokens, so every multiple of a larger interval ends a chunk.
-      const int done = chunk_start + t - it.bos;
-      if (p.checkpoint_interval > 0 && it.pages_ok && done % p.checkpoint_interval == 0 &&
-          done / p.checkpoint_interval <= it.checkpoint_count) {
-        const int id =
-            p.checkpoint_pages[it.seq * p.checkpoints_per_seq + done / p.checkpoint_interval - 1];
-        if (id != kZeroStatePage) {
-          StoreTile<Shape>(p, smem, it, id, s, chunk_start + t - 1, false);
+      // Row groups inside a warp: lanes kThreadsPerRow apart.
+#pragma unroll
+      for (int offset = kThreadsPerRow; offset < 32; offset *= 2) {
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) {
+          dk[c] += __shfl_xor_sync(0xffffffffu, dk[c], offset);
+          dq[c] += __shfl_xor_sync(0xffffffffu, dq[c], offset);
         }
+      }
+      if (lane < kThreadsPerRow) {
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) {
+          smem.partial[buffer][warp][0][col_group * kCols + c] = dk[c];
+          smem.partial[buffer][warp][1][col_group * kCols + c] = dq[c];
+        }
+      }
+      __syncthreads();
+      float sk[kCols], sq[kCols];
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) sk[c] = sq[c] = 0.0f;
+#pragma unroll
+      for (int w = 0; w < Shape::kWarps; ++w) {
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) {
+          sk[c] += smem.partial[buffer][w][0][col_group * kCols + c];
+          sq[c] += smem.partial[buffer][w][1][col_group * kCols + c];
+        }
+      }
+      buffer ^= 1;
+
+      const float beta = smem.beta[t];
+      const float kq = smem.kq[t];
+      float u[kCols], out[kCols];
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) {
+        u[c] = beta * (smem.v[t][col_group * kCols + c] - decay * sk[c]);
+        out[c] = fmaf(decay, sq[c], kq * u[c]);
+      }
+      if (row_group == 0) {
+        InT* dst =
+            o + ((int64_t)(chunk_start + t) * p.num_v_heads + it.head) * Shape::kV + my_col;
+        if (!it.pages_ok) {
+#pragma unroll
+          for (int c = 0; c < kCols; ++c) out[c] = __int_as_float(0x7fc00000);
+        }
+        StoreFromFloats<InT, kCols>(dst, out);
+      }
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const float kr = smem.k[t][r * kRowGroups + row_group];
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) s[r][c] = fmaf(s[r][c], decay, kr * u[c]);
       }
     }
-    chunk_start += n;
-    if (chunk_start < it.eos) {  // prefill: stage the next chunk
+    // After each run, and at once for an item without tokens: the final
+    // state at the item's end, else a prefix state where one is asked for
+    // (kTokensPerChunk divides kCheckpointTokens, so every multiple of a
+    // larger interval ends a chunk; a multiple before the end is within the
+    // sequence's CheckpointCount). One StoreTile call site for both kinds:
+    // the int8 / fp8 store is inlined once, and none of its addresses stay
+    // live across the token loop.
+    const int done = chunk_start + t - it.bos;
+    const bool end = chunk_start + t == it.eos;
+    bool store = end && it.pages_ok;
+    int page = it.final_page;
+    if (!end && p.checkpoint_interval > 0 && it.pages_ok && done % p.checkpoint_interval == 0) {
+      page = p.checkpoint_pages[it.seq * p.checkpoints_per_seq + done / p.checkpoint_interval - 1];
+      store = page != kZeroStatePage;
+    }
+    if (store) StoreTile<Shape>(p, smem, it, page, s, chunk_start + t - 1, end);
+    if (end) break;
+    if (t == n) {  // prefill: stage the next chunk
+      chunk_start += n;
       __syncthreads();  // everyone is done reading this chunk
       n = min(it.eos - chunk_start, kTokensPerChunk);
       StageTokens<Shape>(p, smem, chunk_start, n, it.head, it.qk_head, it.col0);
       __syncthreads();
+      t = 0;
     }
   }
-
-  if (it.pages_ok) StoreTile<Shape>(p, smem, it, it.final_page, s, it.eos - 1, true);
 }
 }  // namespace gdn::cuda
 
