@@ -31,7 +31,11 @@ struct RecurrentItem {
   int seq, head, qk_head, col0;
   int bos, eos;
   int initial_page, final_page;
-  bool pages_ok;  // every id usable (kZeroStatePage counts as usable initial / checkpoint)
+  // Every id usable (kZeroStatePage counts as usable initial / checkpoint).
+  // An int, not a bool: as a byte ptxas packed it with another flag and
+  // spilled the pair across the item in the 96-register persistent int8 /
+  // fp8 instances.
+  int pages_ok;
 };
 
 // Division of a non-negative int below 2^31 by a runtime divisor d >= 1 as

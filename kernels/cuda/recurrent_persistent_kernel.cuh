@@ -53,7 +53,7 @@ __device__ __forceinline__ void PrefetchScales(const RecurrentParams& p, const R
                                                float* slot) {
   if constexpr (kQuantState<typename Shape::StateT>) {
     const int col_group = threadIdx.x % Shape::kThreadsPerRow;
-    if (threadIdx.x / Shape::kThreadsPerRow != 0) return;
+    if (threadIdx.x >= Shape::kThreadsPerRow) return;  // row group 0 only
     const char* src = p.pool_base + (int64_t)it.initial_page * p.page_bytes +
                       ThreadScaleOffset<Shape>(p, it);
     constexpr int kGroups = Shape::kCols / kStateScaleCols;
