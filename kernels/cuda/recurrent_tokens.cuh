@@ -147,14 +147,18 @@ __device__ __forceinline__ void StageTokens(const RecurrentParams& p,
     smem.decay[lane] = expf(gate_g);
     smem.beta[lane] = gate_beta;
   }
-  // v: thread i stages column i % kVTile of tokens i / kVTile, i / kVTile +
-  // kThreads / kVTile, ... (a rolled loop: one pass for a decode token).
+  // v: thread i stages column i % kVTile of tokens P - 1 - i / kVTile,
+  // 2 P - 1 - i / kVTile, ... with P = kThreads / kVTile tokens per pass (a
+  // rolled loop: one pass for a decode token). The last threads take the
+  // first tokens: a decode token's v row comes from the last warps, not from
+  // warp 0, which stages its q / k rows (one global round trip fewer on the
+  // path to the barrier after the staging).
   static_assert(Shape::kThreads % Shape::kVTile == 0, "whole v tile rows per pass");
   constexpr int kTokensPerPass = Shape::kThreads / Shape::kVTile;
   const int c = threadIdx.x % Shape::kVTile;
   const InT* v = static_cast<const InT*>(p.v) + (int64_t)head * Shape::kV + col0 + c;
 #pragma unroll 1
-  for (int t = threadIdx.x / Shape::kVTile; t < n; t += kTokensPerPass) {
+  for (int t = kTokensPerPass - 1 - threadIdx.x / Shape::kVTile; t < n; t += kTokensPerPass) {
     smem.v[t][c] = ToFloat(v[(int64_t)(tok0 + t) * Hv * Shape::kV]);
   }
 }
