@@ -61,9 +61,8 @@ struct RecurrentVariantShapes<__nv_bfloat16> {
 // int8 / fp8: 8 columns per thread (recurrent_quant.cuh). The persistent
 // shape asks for 5 resident blocks (<= 96 registers, 20 warps per SM; the
 // H200 profile at 4 blocks was latency-bound with ~1 eligible warp per
-// scheduler; shared memory allows 6). At K = V = 128 ptxas spills a dozen
-// words of per-item scalars (outside the token and store loops) to buy the
-// fifth block.
+// scheduler; shared memory allows 6), without spills since the store has
+// one call site in the token loop (recurrent_tokens.cuh RunItemTokens).
 struct QuantVariantShapes {
   static constexpr bool kHasWide = false;
   static constexpr int kSmallTile = 32, kSmallThreads = 128, kSmallMinBlocks = 1;

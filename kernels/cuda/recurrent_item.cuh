@@ -31,8 +31,11 @@ struct RecurrentItem {
   int seq, head, qk_head, col0;
   int bos, eos;
   int initial_page, final_page;
-  int checkpoint_count;  // prefix states to write (RecurrentParams::checkpoint_interval)
-  bool pages_ok;  // every id usable (kZeroStatePage counts as usable initial / checkpoint)
+  // Every id usable (kZeroStatePage counts as usable initial / checkpoint).
+  // An int, not a bool: as a byte ptxas packed it with another flag and
+  // spilled the pair across the item in the 96-register persistent int8 /
+  // fp8 instances.
+  int pages_ok;
 };
 
 // Division of a non-negative int below 2^31 by a runtime divisor d >= 1 as
@@ -84,8 +87,11 @@ __device__ __forceinline__ RecurrentItem LoadItemAt(const RecurrentParams& p, in
   const bool initial_ok = GDN_PAGE_IN_POOL_OR_ZERO(it.initial_page, p.num_pages);
   const bool final_ok = GDN_PAGE_IN_POOL(it.final_page, p.num_pages);
   it.pages_ok = initial_ok && final_ok;
-  it.checkpoint_count = CheckpointCount(it.eos - it.bos, p.checkpoint_interval);
-  for (int m = 0; m < it.checkpoint_count; ++m) {
+  // The prefix-state pages this sequence writes (RecurrentParams::
+  // checkpoint_interval); RunItemTokens needs no count: a multiple of the
+  // interval before the sequence's end is one of them.
+  const int checkpoint_count = CheckpointCount(it.eos - it.bos, p.checkpoint_interval);
+  for (int m = 0; m < checkpoint_count; ++m) {
     const int id = p.checkpoint_pages[it.seq * p.checkpoints_per_seq + m];
     it.pages_ok &= GDN_PAGE_IN_POOL_OR_ZERO(id, p.num_pages);
   }

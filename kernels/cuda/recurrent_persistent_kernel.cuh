@@ -53,7 +53,7 @@ __device__ __forceinline__ void PrefetchScales(const RecurrentParams& p, const R
                                                float* slot) {
   if constexpr (kQuantState<typename Shape::StateT>) {
     const int col_group = threadIdx.x % Shape::kThreadsPerRow;
-    if (threadIdx.x / Shape::kThreadsPerRow != 0) return;
+    if (threadIdx.x >= Shape::kThreadsPerRow) return;  // row group 0 only
     const char* src = p.pool_base + (int64_t)it.initial_page * p.page_bytes +
                       ThreadScaleOffset<Shape>(p, it);
     constexpr int kGroups = Shape::kCols / kStateScaleCols;
@@ -103,12 +103,17 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
   CopyAsyncCommit();
   int stage = 0;
   int buffer = 0;
+  bool stored = false;  // the previous item stored its tile
   for (;;) {
     const int next_item = item + gridDim.x;
     const bool has_next = next_item < num_items;
     RecurrentItem next = cur;
     if (has_next) next = LoadItem<Shape>(p, next_item, div);
-    __syncthreads();  // the previous item's staged tokens are consumed
+    // The previous item's staged tokens are consumed. An int8 / fp8 store
+    // has a block barrier (its max |x| exchange, recurrent_quant.cuh) after
+    // the item's last reads of staged tokens and scales, so after one this
+    // barrier is not needed: one of the five barriers of a decode item.
+    if (!kQuantState<StateT> || !stored) __syncthreads();
     StageTokens<Shape>(p, smem, cur.bos, min(cur.eos - cur.bos, kTokensPerChunk), cur.head,
                        cur.qk_head, cur.col0);
     if (has_next) {
@@ -137,6 +142,7 @@ __global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks)
       }
     }
     RunItemTokens<Shape>(p, smem, cur, s, buffer);
+    stored = cur.pages_ok;
     if (!has_next) break;
     cur = next;
     item = next_item;

@@ -266,9 +266,15 @@ __device__ __forceinline__ void StoreQuantTileAs(
       StoreCodeRow<RowBits>(dst + r * kRowStride, words);
     }
   } else {
+    // ElementBits(salt, index + c) = Hash32((index + c) ^ salt): index is a
+    // multiple of kCols (col0 and V are), so index + c = index | c and the
+    // key is (index ^ salt) ^ c. Keyed on the salt (loaded here, after the
+    // token loop), the kRows * kCols keys cannot be hoisted out of the item:
+    // as index + c they were, one register each across the token loop.
+    static_assert((kCols & (kCols - 1)) == 0, "c only in the low bits of index + c");
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      const uint32_t index = static_cast<uint32_t>(at0) + r * kRowStride;
+      const uint32_t key = (static_cast<uint32_t>(at0) + r * kRowStride) ^ salt;
       uint32_t words[kWords];
 #pragma unroll
       for (int w = 0; w < kWords; ++w) {
@@ -276,7 +282,7 @@ __device__ __forceinline__ void StoreQuantTileAs(
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int c = 4 * w + i;
-          const uint32_t bits = kStochastic ? quant::ElementBits(salt, index + c) : 0u;
+          const uint32_t bits = kStochastic ? quant::Hash32(key ^ static_cast<uint32_t>(c)) : 0u;
           words[w] |= EncodeSoftware<StateT>(s[r][c], inv[c / kStateScaleCols], kStochastic,
                                              bits)
                       << (8 * i);

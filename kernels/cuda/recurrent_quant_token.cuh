@@ -16,6 +16,14 @@
 //     u_c = beta (v_c - (D^T k)_c) and o_c = (D^T q)_c + (k . q) u_c,
 //     writes o_c and u_c (smem.u);
 //   barrier; S' = D + k u^T                    1 FFMA per element.
+// q and k are staged raw (recurrent_tokens.cuh StageTokens), with q . q + eps
+// and k . k + eps: D^T k, D^T q and k . q above are of the raw rows, and
+// thread c applies the factors fq = scale / sqrt(q . q + eps) and fk =
+// 1 / sqrt(k . k + eps) (rsqrtf: 2 ulp) to its two sums, to k . q, and to u
+// before writing it (smem.u holds fk u, for the raw k of the update). Against
+// normalised rows this rounds differently by a few ulp (the tests' bars are
+// the int8 / fp8 rounding, orders of magnitude above), and moves the staging
+// warp's sqrt / division chains out of the barrier-bound staging.
 // Against the fp32 step (every thread reducing all of its 16 sums over every
 // row group and warp) this issues about half the instructions per token
 // and no multiply of k u^T, for a second barrier.
@@ -109,15 +117,25 @@ __device__ __forceinline__ void QuantTokenStep(
 
   if (threadIdx.x < Shape::kVTile) {
     const int c = threadIdx.x;
+    // The staged rows are raw (recurrent_tokens.cuh StageTokens): the
+    // normalisation's factors scale the reduced sums, k . q and u instead.
+    float q_factor = p.scale, k_factor = 1.0f;
+    if (p.l2_norm_qk) {
+      q_factor *= rsqrtf(smem.qq[t]);
+      k_factor = rsqrtf(smem.kk[t]);
+    }
     float sk = smem.partial[0][0][0][c], sq = smem.partial[0][0][1][c];
 #pragma unroll
     for (int w = 1; w < Shape::kWarps; ++w) {
       sk += smem.partial[0][w][0][c];
       sq += smem.partial[0][w][1][c];
     }
-    const float u = smem.beta[t] * (smem.v[t][c] - sk);
-    const float out = pages_ok ? fmaf(smem.kq[t], u, sq) : __int_as_float(0x7fc00000);
-    smem.u[c] = u;
+    const float u = smem.beta[t] * (smem.v[t][c] - sk * k_factor);
+    const float kq = smem.kq[t] * q_factor * k_factor;
+    const float out = pages_ok ? fmaf(kq, u, sq * q_factor) : __int_as_float(0x7fc00000);
+    // S' = D + (k_factor k) u^T = D + k (k_factor u)^T: one multiply per
+    // column instead of one per row element.
+    smem.u[c] = u * k_factor;
     static_cast<InT*>(p.o)[(token * p.num_v_heads + head) * Shape::kV + col0 + c] =
         FromFloat<InT>(out);
   }

@@ -63,24 +63,30 @@ struct RecurrentShape {
 };
 
 // Shared memory of one block: kTokensPerChunk tokens of staged inputs plus
-// the double-buffered cross-warp reduction.
+// the double-buffered cross-warp reduction. q, k and kq as StageTokens
+// writes them: fp32 / bf16 states normalised, int8 / fp8 states raw with
+// the rsqrt arguments qq and kk.
 template <typename Shape>
 struct RecurrentSmem {
-  float q[kTokensPerChunk][Shape::kK];  // normalised, times scale
-  float k[kTokensPerChunk][Shape::kK];  // normalised
+  static constexpr bool kQuant = kQuantState<typename Shape::StateT>;
+  float q[kTokensPerChunk][Shape::kK];  // normalised, times scale (int8 / fp8: raw)
+  float k[kTokensPerChunk][Shape::kK];  // normalised (int8 / fp8: raw)
   float v[kTokensPerChunk][Shape::kVTile];
   float decay[kTokensPerChunk];  // exp(g)
   float beta[kTokensPerChunk];
-  float kq[kTokensPerChunk];  // k . (scale q)
+  float kq[kTokensPerChunk];  // k . (scale q) (int8 / fp8: raw k . q)
   // [buffer][warp][0: D^T k, 1: D^T q][column]
   alignas(16) float partial[2][Shape::kWarps][2][Shape::kVTile];
   // int8 / fp8 stores (recurrent_quant.cuh): each warp's max |x| (AbsBits)
   // per scale group of the tile, [0] for the final store and [1] for the
   // prefix-state stores (StoreTile); one element for the other dtypes.
-  static constexpr bool kQuant = kQuantState<typename Shape::StateT>;
   uint32_t amax[kQuant ? 2 : 1][kQuant ? Shape::kWarps : 1]
                [kQuant ? Shape::kVTile / kStateScaleCols : 1];
   float u[kQuant ? Shape::kVTile : 1];  // int8 / fp8 token step: u per column
+  // int8 / fp8: q . q + eps and k . k + eps of the raw rows (l2_norm_qk);
+  // one element for the other dtypes.
+  float qq[kQuant ? kTokensPerChunk : 1];
+  float kk[kQuant ? kTokensPerChunk : 1];
 };
 
 // One row vector -> floats (int8 / fp8: the codes' values before the scale).

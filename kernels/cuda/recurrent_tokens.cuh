@@ -32,8 +32,18 @@
 namespace gdn::cuda {
 
 // Stages tokens [tok0, tok0 + n) of one (sequence, head) into shared memory:
-// warp w handles tokens w, w + kWarps, ...; the block's threads together
-// load the v tile. The caller synchronises afterwards.
+// warp w handles the q / k rows of tokens w, w + kWarps, ...; lane t of the
+// last warp the gates of token t; the block's threads together load the v
+// tile. The caller synchronises afterwards.
+//
+// q and k rows: fp32 / bf16 states get them normalised (q times scale) and
+// k . q of the normalised rows. int8 / fp8 states get the rows as loaded
+// (after the rare rescale below), raw k . q and the arguments of the two
+// rsqrt factors, q . q + eps and k . k + eps: the token step applies the
+// factors to its reduced sums (recurrent_quant_token.cuh). Why: in a decode
+// item the other warps wait at the barrier after this staging, and the two
+// correctly rounded sqrt + division chains and the row scaling were half of
+// the staging warp's dependent work after its loads.
 template <typename Shape>
 __device__ __forceinline__ void StageTokens(const RecurrentParams& p,
                                             RecurrentSmem<Shape>& smem,
@@ -50,17 +60,6 @@ __device__ __forceinline__ void StageTokens(const RecurrentParams& p,
     float q[kPer], k[kPer];
     LoadAsFloats<InT, kPer>(static_cast<const InT*>(p.q) + qk_offset, q);
     LoadAsFloats<InT, kPer>(static_cast<const InT*>(p.k) + qk_offset, k);
-    float gate_g = 0.0f, gate_beta = 0.0f;
-    if (lane == 0) {
-      const int64_t gi = tok * Hv + head;
-      if (p.fused_gating) {
-        gate_g = FusedDecay(p.a[gi], p.A_log[head], p.dt_bias[head]);
-        gate_beta = FusedBeta(p.b[gi]);
-      } else {
-        gate_g = p.g[gi];
-        gate_beta = p.beta[gi];
-      }
-    }
     float qq = 0.0f, kk = 0.0f, kq = 0.0f;
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
@@ -75,8 +74,8 @@ __device__ __forceinline__ void StageTokens(const RecurrentParams& p,
       kq += __shfl_xor_sync(0xffffffffu, kq, offset);
     }
     float q_factor = p.scale, k_factor = 1.0f;
+    float q_eps = kL2NormEps, k_eps = kL2NormEps;
     if (p.l2_norm_qk) {
-      float q_eps = kL2NormEps, k_eps = kL2NormEps;
       // Rare: a row with max|x| >= ~2^60 overflowed its sum of squares; it
       // is rescaled by kL2NormRescale (gdn_types.h) and the sums redone. The
       // butterfly leaves bitwise equal sums on every lane: a uniform branch.
@@ -101,30 +100,65 @@ __device__ __forceinline__ void StageTokens(const RecurrentParams& p,
           kq += __shfl_xor_sync(0xffffffffu, kq, offset);
         }
       }
-      const float rq = 1.0f / sqrtf(qq + q_eps);
-      const float rk = 1.0f / sqrtf(kk + k_eps);
-      q_factor *= rq;
-      k_factor = rk;
+      if constexpr (!RecurrentSmem<Shape>::kQuant) {
+        const float rq = 1.0f / sqrtf(qq + q_eps);
+        const float rk = 1.0f / sqrtf(kk + k_eps);
+        q_factor *= rq;
+        k_factor = rk;
+      }
     }
+    if constexpr (RecurrentSmem<Shape>::kQuant) {
+      // Raw rows: |x| < 2^64 after the rescale, so the token step's sums of
+      // state times row stay finite for any state below ~2^57.
 #pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      smem.q[t][lane * kPer + i] = q[i] * q_factor;
-      smem.k[t][lane * kPer + i] = k[i] * k_factor;
-    }
-    if (lane == 0) {
-      smem.kq[t] = kq * q_factor * k_factor;
-      smem.decay[t] = expf(gate_g);
-      smem.beta[t] = gate_beta;
+      for (int i = 0; i < kPer; ++i) {
+        smem.q[t][lane * kPer + i] = q[i];
+        smem.k[t][lane * kPer + i] = k[i];
+      }
+      if (lane == 0) {
+        smem.kq[t] = kq;
+        smem.qq[t] = qq + q_eps;
+        smem.kk[t] = kk + k_eps;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        smem.q[t][lane * kPer + i] = q[i] * q_factor;
+        smem.k[t][lane * kPer + i] = k[i] * k_factor;
+      }
+      if (lane == 0) smem.kq[t] = kq * q_factor * k_factor;
     }
   }
-  // v: thread i stages column i % kVTile of tokens i / kVTile, i / kVTile +
-  // kThreads / kVTile, ... (a rolled loop: one pass for a decode token).
+  // Gates: lane t of the last warp computes token t's, all tokens at once
+  // and off the q / k staging warps (for a decode token: warp 0 stages q / k
+  // while warp kWarps - 1 loads the gates; the fused gating's softplus and
+  // sigmoid were a serial chain of one lane of the staging warp).
+  static_assert(kTokensPerChunk <= 32, "one lane per staged token");
+  if (warp == Shape::kWarps - 1 && lane < n) {
+    const int64_t gi = (int64_t)(tok0 + lane) * Hv + head;
+    float gate_g, gate_beta;
+    if (p.fused_gating) {
+      gate_g = FusedDecay(p.a[gi], p.A_log[head], p.dt_bias[head]);
+      gate_beta = FusedBeta(p.b[gi]);
+    } else {
+      gate_g = p.g[gi];
+      gate_beta = p.beta[gi];
+    }
+    smem.decay[lane] = expf(gate_g);
+    smem.beta[lane] = gate_beta;
+  }
+  // v: thread i stages column i % kVTile of tokens P - 1 - i / kVTile,
+  // 2 P - 1 - i / kVTile, ... with P = kThreads / kVTile tokens per pass (a
+  // rolled loop: one pass for a decode token). The last threads take the
+  // first tokens: a decode token's v row comes from the last warps, not from
+  // warp 0, which stages its q / k rows (one global round trip fewer on the
+  // path to the barrier after the staging).
   static_assert(Shape::kThreads % Shape::kVTile == 0, "whole v tile rows per pass");
   constexpr int kTokensPerPass = Shape::kThreads / Shape::kVTile;
   const int c = threadIdx.x % Shape::kVTile;
   const InT* v = static_cast<const InT*>(p.v) + (int64_t)head * Shape::kV + col0 + c;
 #pragma unroll 1
-  for (int t = threadIdx.x / Shape::kVTile; t < n; t += kTokensPerPass) {
+  for (int t = kTokensPerPass - 1 - threadIdx.x / Shape::kVTile; t < n; t += kTokensPerPass) {
     smem.v[t][c] = ToFloat(v[(int64_t)(tok0 + t) * Hv * Shape::kV]);
   }
 }
@@ -185,107 +219,111 @@ __device__ __forceinline__ void RunItemTokens(const RecurrentParams& p,
   // prefix-state store below serves both kinds; other calls run each chunk
   // as one run, as before.
   const int run_length = p.checkpoint_interval == kPerTokenStates ? 1 : kTokensPerChunk;
-  for (int chunk_start = it.bos; chunk_start < it.eos;) {
-    for (int t = 0; t < n;) {
-      const int run_end = min(n, t + run_length);
-      for (; t < run_end; ++t) {
-        if constexpr (kQuantState<typename Shape::StateT>) {
-          // s holds the decayed state for the item's first token (the kernels
-          // fold exp(g_0) into the scales).
-          QuantTokenStep<Shape>(p, smem, it.head, it.col0, it.pages_ok, t, chunk_start + t,
-                                chunk_start + t == it.bos, s);
-          continue;
-        }
-        const float decay = smem.decay[t];
-        float dk[kCols], dq[kCols];  // partial S^T k, S^T q over my rows
+  int chunk_start = it.bos;
+  for (int t = 0;;) {
+    const int run_end = min(n, t + run_length);
+    for (; t < run_end; ++t) {
+      if constexpr (kQuantState<typename Shape::StateT>) {
+        // s holds the decayed state for the item's first token (the kernels
+        // fold exp(g_0) into the scales).
+        QuantTokenStep<Shape>(p, smem, it.head, it.col0, it.pages_ok, t, chunk_start + t,
+                              chunk_start + t == it.bos, s);
+        continue;
+      }
+      const float decay = smem.decay[t];
+      float dk[kCols], dq[kCols];  // partial S^T k, S^T q over my rows
 #pragma unroll
-        for (int c = 0; c < kCols; ++c) dk[c] = dq[c] = 0.0f;
+      for (int c = 0; c < kCols; ++c) dk[c] = dq[c] = 0.0f;
 #pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          const float kr = smem.k[t][r * kRowGroups + row_group];
-          const float qr = smem.q[t][r * kRowGroups + row_group];
-#pragma unroll
-          for (int c = 0; c < kCols; ++c) {
-            dk[c] = fmaf(s[r][c], kr, dk[c]);
-            dq[c] = fmaf(s[r][c], qr, dq[c]);
-          }
-        }
-        // Row groups inside a warp: lanes kThreadsPerRow apart.
-#pragma unroll
-        for (int offset = kThreadsPerRow; offset < 32; offset *= 2) {
-#pragma unroll
-          for (int c = 0; c < kCols; ++c) {
-            dk[c] += __shfl_xor_sync(0xffffffffu, dk[c], offset);
-            dq[c] += __shfl_xor_sync(0xffffffffu, dq[c], offset);
-          }
-        }
-        if (lane < kThreadsPerRow) {
-#pragma unroll
-          for (int c = 0; c < kCols; ++c) {
-            smem.partial[buffer][warp][0][col_group * kCols + c] = dk[c];
-            smem.partial[buffer][warp][1][col_group * kCols + c] = dq[c];
-          }
-        }
-        __syncthreads();
-        float sk[kCols], sq[kCols];
-#pragma unroll
-        for (int c = 0; c < kCols; ++c) sk[c] = sq[c] = 0.0f;
-#pragma unroll
-        for (int w = 0; w < Shape::kWarps; ++w) {
-#pragma unroll
-          for (int c = 0; c < kCols; ++c) {
-            sk[c] += smem.partial[buffer][w][0][col_group * kCols + c];
-            sq[c] += smem.partial[buffer][w][1][col_group * kCols + c];
-          }
-        }
-        buffer ^= 1;
-
-        const float beta = smem.beta[t];
-        const float kq = smem.kq[t];
-        float u[kCols], out[kCols];
+      for (int r = 0; r < kRows; ++r) {
+        const float kr = smem.k[t][r * kRowGroups + row_group];
+        const float qr = smem.q[t][r * kRowGroups + row_group];
 #pragma unroll
         for (int c = 0; c < kCols; ++c) {
-          u[c] = beta * (smem.v[t][col_group * kCols + c] - decay * sk[c]);
-          out[c] = fmaf(decay, sq[c], kq * u[c]);
-        }
-        if (row_group == 0) {
-          InT* dst =
-              o + ((int64_t)(chunk_start + t) * p.num_v_heads + it.head) * Shape::kV + my_col;
-          if (!it.pages_ok) {
-#pragma unroll
-            for (int c = 0; c < kCols; ++c) out[c] = __int_as_float(0x7fc00000);
-          }
-          StoreFromFloats<InT, kCols>(dst, out);
-        }
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          const float kr = smem.k[t][r * kRowGroups + row_group];
-#pragma unroll
-          for (int c = 0; c < kCols; ++c) s[r][c] = fmaf(s[r][c], decay, kr * u[c]);
+          dk[c] = fmaf(s[r][c], kr, dk[c]);
+          dq[c] = fmaf(s[r][c], qr, dq[c]);
         }
       }
-      // A prefix state after this run: kTokensPerChunk divides
-      // kCheckpointTokens, so every multiple of a larger interval ends a chunk.
-      const int done = chunk_start + t - it.bos;
-      if (p.checkpoint_interval > 0 && it.pages_ok && done % p.checkpoint_interval == 0 &&
-          done / p.checkpoint_interval <= it.checkpoint_count) {
-        const int id =
-            p.checkpoint_pages[it.seq * p.checkpoints_per_seq + done / p.checkpoint_interval - 1];
-        if (id != kZeroStatePage) {
-          StoreTile<Shape>(p, smem, it, id, s, chunk_start + t - 1, false);
+      // Row groups inside a warp: lanes kThreadsPerRow apart.
+#pragma unroll
+      for (int offset = kThreadsPerRow; offset < 32; offset *= 2) {
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) {
+          dk[c] += __shfl_xor_sync(0xffffffffu, dk[c], offset);
+          dq[c] += __shfl_xor_sync(0xffffffffu, dq[c], offset);
         }
+      }
+      if (lane < kThreadsPerRow) {
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) {
+          smem.partial[buffer][warp][0][col_group * kCols + c] = dk[c];
+          smem.partial[buffer][warp][1][col_group * kCols + c] = dq[c];
+        }
+      }
+      __syncthreads();
+      float sk[kCols], sq[kCols];
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) sk[c] = sq[c] = 0.0f;
+#pragma unroll
+      for (int w = 0; w < Shape::kWarps; ++w) {
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) {
+          sk[c] += smem.partial[buffer][w][0][col_group * kCols + c];
+          sq[c] += smem.partial[buffer][w][1][col_group * kCols + c];
+        }
+      }
+      buffer ^= 1;
+
+      const float beta = smem.beta[t];
+      const float kq = smem.kq[t];
+      float u[kCols], out[kCols];
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) {
+        u[c] = beta * (smem.v[t][col_group * kCols + c] - decay * sk[c]);
+        out[c] = fmaf(decay, sq[c], kq * u[c]);
+      }
+      if (row_group == 0) {
+        InT* dst =
+            o + ((int64_t)(chunk_start + t) * p.num_v_heads + it.head) * Shape::kV + my_col;
+        if (!it.pages_ok) {
+#pragma unroll
+          for (int c = 0; c < kCols; ++c) out[c] = __int_as_float(0x7fc00000);
+        }
+        StoreFromFloats<InT, kCols>(dst, out);
+      }
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const float kr = smem.k[t][r * kRowGroups + row_group];
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) s[r][c] = fmaf(s[r][c], decay, kr * u[c]);
       }
     }
-    chunk_start += n;
-    if (chunk_start < it.eos) {  // prefill: stage the next chunk
+    // After each run, and at once for an item without tokens: the final
+    // state at the item's end, else a prefix state where one is asked for
+    // (kTokensPerChunk divides kCheckpointTokens, so every multiple of a
+    // larger interval ends a chunk; a multiple before the end is within the
+    // sequence's CheckpointCount). One StoreTile call site for both kinds:
+    // the int8 / fp8 store is inlined once, and none of its addresses stay
+    // live across the token loop.
+    const int done = chunk_start + t - it.bos;
+    const bool end = chunk_start + t == it.eos;
+    bool store = end && it.pages_ok;
+    int page = it.final_page;
+    if (!end && p.checkpoint_interval > 0 && it.pages_ok && done % p.checkpoint_interval == 0) {
+      page = p.checkpoint_pages[it.seq * p.checkpoints_per_seq + done / p.checkpoint_interval - 1];
+      store = page != kZeroStatePage;
+    }
+    if (store) StoreTile<Shape>(p, smem, it, page, s, chunk_start + t - 1, end);
+    if (end) break;
+    if (t == n) {  // prefill: stage the next chunk
+      chunk_start += n;
       __syncthreads();  // everyone is done reading this chunk
       n = min(it.eos - chunk_start, kTokensPerChunk);
       StageTokens<Shape>(p, smem, chunk_start, n, it.head, it.qk_head, it.col0);
       __syncthreads();
+      t = 0;
     }
   }
-
-  if (it.pages_ok) StoreTile<Shape>(p, smem, it, it.final_page, s, it.eos - 1, true);
 }
 }  // namespace gdn::cuda
 

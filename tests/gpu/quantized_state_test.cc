@@ -132,6 +132,55 @@ TEST_F(QuantizedStateTest, EveryCompiledVariant) {
   }
 }
 
+// Prefix states (interval 64: sequences of several token chunks) and
+// per-token states (kPerTokenStates: drafts of at most 8 tokens) written by
+// the recurrent kernel's int8 / fp8 store, both compiled variants: every
+// state within one rounding of the oracle's (the bars of the chunked test
+// below), o within the decode bar.
+TEST_F(QuantizedStateTest, RecurrentKernelWritesPrefixAndTokenStates) {
+  for (StateDType st : {StateDType::kInt8, StateDType::kFP8}) {
+    for (auto variant : {cuda::RecurrentVariant::kSmall, cuda::RecurrentVariant::kPersistent}) {
+      for (int32_t interval : {kCheckpointTokens, kPerTokenStates}) {
+        const uint64_t seed = FreshSeed();
+        SCOPED_TRACE(absl::StrCat("seed ", seed, " ", cuda::RecurrentVariantName(variant), " ",
+                                  StateDTypeName(st), " interval ", interval));
+        const GdnOptions options = Options(2, 4, 128, 128, DType::kBF16, st,
+                                           StateRounding::kStochastic, GatingMode::kFused);
+        const std::vector<int> lens = interval == kPerTokenStates
+                                          ? std::vector<int>{2, 8, 1, 5, 3}
+                                          : std::vector<int>{1, 63, 64, 65, 200};
+        const oracle::Inputs inputs = testing::MakeRandomInputs(options, lens, seed, true);
+        auto call = testing::StagedCall::Create(*backend_, options, inputs, interval);
+        ASSERT_TRUE(call.ok()) << call.status();
+        ASSERT_TRUE(cuda::LaunchRecurrent(options,
+                                          cuda::MakeRecurrentParams(options, (*call)->params()),
+                                          cuda()->stream(), variant, false)
+                        .ok());
+        ASSERT_TRUE(backend_->Synchronize().ok());
+        absl::StatusOr<BackendOutputs> got = (*call)->Fetch();
+        ASSERT_TRUE(got.ok()) << got.status();
+        const oracle::Outputs want = oracle::Run(options, inputs);
+        const auto o_err = testing::Compare(got->o.data(), want.o.data(), want.o.size());
+        EXPECT_EQ(o_err.nonfinite, 0);
+        EXPECT_LE(o_err.rel_l2, 6e-3) << testing::ToString(o_err);
+        const double bar = st == StateDType::kInt8 ? 1.5e-2 : 5e-2;
+        for (size_t i = 0; i < want.final_states.size(); ++i) {
+          const auto s_err = testing::Compare(got->final_states[i].data(),
+                                              want.final_states[i].data(),
+                                              want.final_states[i].size());
+          EXPECT_EQ(s_err.nonfinite, 0);
+          EXPECT_LE(s_err.rel_l2, bar) << "state " << i << " " << testing::ToString(s_err);
+        }
+        absl::StatusOr<testing::ErrorStats> cp = testing::CompareCheckpointStates(
+            got->checkpoint_states, testing::OracleCheckpointStates(options, inputs, interval));
+        ASSERT_TRUE(cp.ok()) << cp.status();
+        EXPECT_EQ(cp->nonfinite, 0);
+        EXPECT_LE(cp->rel_l2, bar) << testing::ToString(*cp);
+      }
+    }
+  }
+}
+
 TEST_F(QuantizedStateTest, UncompiledCombinationsAreInvalidArgument) {
   GdnOptions options = Options(1, 2, 64, 64, DType::kBF16, StateDType::kInt8,
                                StateRounding::kNearest, GatingMode::kDirect);

@@ -65,10 +65,12 @@ __device__ __forceinline__ void CopyRowAsync(RowBits* smem, const void* gmem) {
 __device__ __forceinline__ void CopyAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 // Waits until at most kPending of this thread's most recent groups are in
-// flight (0: all of them have landed).
+// flight (0: all of them have landed). The "memory" clobber keeps the
+// compiler from moving shared-memory reads of the landed data above the
+// wait (volatile alone orders it only against other volatile asm).
 template <int kPending>
 __device__ __forceinline__ void CopyAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 __device__ __forceinline__ void CopyAsyncWaitAll() { CopyAsyncWait<0>(); }
 
