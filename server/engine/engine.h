@@ -147,6 +147,9 @@ class Engine {
   // Polls busy lanes for up to config_.lane_spin (a decode batch is done
   // sooner than a wake-up would take); true when one is done or work arrived.
   bool SpinForLanes(absl::Time until);
+  // With nothing to do: polls has_incoming_ for up to config_.idle_poll (or
+  // `until`); whether something came.
+  bool PollForIncoming(absl::Time until);
   void TakeIncoming();
   void RunCommands();
   void ExpireIdleSessions(absl::Time now);

@@ -20,8 +20,10 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
         absl::StrCat("max_batch_tokens must be >= ", kMaxDecodeTokens,
                      ", got ", c.max_batch_tokens));
   }
-  if (c.max_queue_delay < absl::ZeroDuration() || c.lane_spin < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("max_queue_delay_us and engine_spin_us must be >= 0");
+  if (c.max_queue_delay < absl::ZeroDuration() || c.lane_spin < absl::ZeroDuration() ||
+      c.idle_poll < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "max_queue_delay_us, engine_spin_us and engine_poll_us must be >= 0");
   }
   if (c.grpc_window_bytes < 0 || c.grpc_max_frame_bytes < 0 ||
       c.grpc_max_frame_bytes > (16 << 20) - 1) {
@@ -116,7 +118,8 @@ std::string DescribeServerConfig(const ServerConfig& c) {
   absl::StrAppend(&out, "  max_batch_tokens = ", c.max_batch_tokens, "\n");
   absl::StrAppend(&out, "  max_queue_delay = ",
                   absl::FormatDuration(c.max_queue_delay), ", lanes polled ",
-                  absl::FormatDuration(c.lane_spin), " before sleeping\n");
+                  absl::FormatDuration(c.lane_spin), " before sleeping, calls polled ",
+                  absl::FormatDuration(c.idle_poll), " when idle\n");
   absl::StrAppend(&out, "  lanes = ", c.decode_lanes, " decode, ", c.prefill_lanes,
                   " prefill\n");
   absl::StrAppend(&out, "  completion_threads = ", c.completion_threads, "\n");

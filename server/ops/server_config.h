@@ -52,6 +52,11 @@ struct ServerConfig {
   // batch runs (--engine_spin_us: 1000 with 8 or more hardware threads,
   // else 50, server_flags.cc).
   absl::Duration lane_spin = absl::Microseconds(50);
+  // How long the engine thread, with nothing left to do, polls for the next
+  // call before it sleeps (0: it sleeps at once, and a call arriving at an
+  // idle engine runs on its request thread). A polling engine thread takes
+  // the next call on a warm core (--engine_poll_us: 0 unless set).
+  absl::Duration idle_poll = absl::ZeroDuration();
   // Pipeline lanes (backend streams, one batch in flight each): decode
   // batches and prefill chunks on lanes of their own.
   int decode_lanes = 2;

@@ -78,6 +78,10 @@ ABSL_FLAG(int64_t, engine_spin_us, -1,
           "how long the engine polls a running batch for its end before it "
           "sleeps until the stream's callback (-1: 1000 with 8 or more "
           "hardware threads, else 50)");
+ABSL_FLAG(int64_t, engine_poll_us, 0,
+          "how long the engine thread, idle, polls for the next call before it "
+          "sleeps (0: sleeps at once; a lone call then runs on its request "
+          "thread)");
 ABSL_FLAG(int32_t, max_channels, 16,
           "same-host Forward channels open at once (OpenChannel; a thread "
           "each)");
@@ -171,6 +175,7 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags() {
   c.lane_spin = absl::Microseconds(
       engine_spin_us >= 0 ? engine_spin_us
                           : (std::thread::hardware_concurrency() >= 8 ? 1000 : 50));
+  c.idle_poll = absl::Microseconds(absl::GetFlag(FLAGS_engine_poll_us));
   c.grpc_window_bytes = static_cast<int32_t>(
       std::min<size_t>(absl::GetFlag(FLAGS_grpc_window_bytes).bytes, INT32_MAX));
   c.grpc_max_frame_bytes = static_cast<int32_t>(

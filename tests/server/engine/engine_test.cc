@@ -154,6 +154,25 @@ TEST_F(EngineTest, ALoneCallRunsAtOnceWhateverTheQueueDelay) {
   EXPECT_EQ(kernels[0].tokens, std::vector<int32_t>{1});
 }
 
+TEST_F(EngineTest, APollingEngineThreadRunsEachCallInOrder) {
+  // --engine_poll_us: the engine thread, idle, polls for the next call, so
+  // calls are handed to it (a warm core) instead of running on the request
+  // thread. A poll far longer than the test: a call it failed to notice
+  // would wait it out (Get's 30 s bound fails).
+  ServerConfig config = SmallConfig();
+  config.idle_poll = absl::Seconds(120);
+  Start(config);
+  CreateSessions({"a"});
+  for (int64_t position = 0; position < 5; ++position) {
+    absl::StatusOr<ForwardResult> r = Get(Submit(0, {{"a", position, 1}}, 1));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->positions, std::vector<int64_t>{position + 1});
+  }
+  const std::vector<Op> kernels = Kernels(backend_->Log());
+  ASSERT_EQ(kernels.size(), 5u);
+  for (const Op& k : kernels) EXPECT_NE(k.thread, std::this_thread::get_id());
+}
+
 TEST_F(EngineTest, CallsMergeWhileTheirLaneIsBusyInAdmissionOrder) {
   ServerConfig config = SmallConfig();
   config.decode_lanes = 1;

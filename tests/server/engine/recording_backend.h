@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -40,6 +41,7 @@ struct Op {
   // [num_seqs * checkpoints_per_seq] (speculative drafts' per-token pages).
   int32_t checkpoint_interval = 0;
   std::vector<int32_t> checkpoint_pages;
+  std::thread::id thread;  // the thread that issued it
 };
 
 class RecordingBackend;
@@ -145,6 +147,7 @@ class RecordingBackend final : public Backend {
     return absl::OkStatus();
   }
   void Append(Op op) {
+    op.thread = std::this_thread::get_id();
     std::lock_guard<std::mutex> lock(mu_);
     log_.push_back(std::move(op));
     cv_.notify_all();
