@@ -17,7 +17,7 @@
 #   bash scripts/device/python_visit.sh prepare
 # PARTS=tests,bench,pack,lone,slo,python (default all but pack and lone;
 # pack: the --pack_threads A/B; lone: decode 1 x 1 kernels against
-# no-compute with the server's metrics). TESTS: the GPU tests to run (default the three above),
+# no-compute with the server's metrics; LONE_ARMS picks the arms). TESTS: the GPU tests to run (default the three above),
 # TEST_TIMEOUT seconds each (90). Writes under $OUT (few files).
 set -u
 cd "$(dirname "$0")/../.."
@@ -87,10 +87,12 @@ if want lone; then
   # the batch's launch to its completion being seen): where the kernels
   # arm's extra time over no-compute goes.
   for round in 1 2 3; do
-    for arm in kernels channel no_compute; do
-      flags=""; [ $arm = no_compute ] && flags="--diagnostic_no_compute"
-      listen=127.0.0.1:0; control=grpc
-      if [ $arm = channel ]; then rm -f /tmp/lone.sock; listen=unix:/tmp/lone.sock; control=channel; fi
+    for arm in ${LONE_ARMS:-kernels channel no_compute}; do
+      # An arm: kernels | channel | no_compute, "_poll" added: --engine_poll_us=1000.
+      flags=""; listen=127.0.0.1:0; control=grpc
+      case $arm in no_compute*) flags="--diagnostic_no_compute" ;; esac
+      case $arm in *_poll) flags="$flags --engine_poll_us=1000" ;; esac
+      case $arm in channel*) rm -f /tmp/lone.sock; listen=unix:/tmp/lone.sock; control=channel ;; esac
       $B/gdn-server --backend=cuda --layers=4 --listen=$listen --metrics_listen=127.0.0.1:0 \
         $flags > /tmp/lone_server.out 2>/tmp/lone_server.err &
       spid=$!
