@@ -58,6 +58,24 @@ void ExpectChainMatches(const ChainComparison& c, const GdnOptions& o) {
 class QuantizedStateTest : public CudaBackendTest {
  protected:
   cuda::CudaBackend* cuda() { return static_cast<cuda::CudaBackend*>(backend_.get()); }
+
+  // `inputs` staged (states every `interval` tokens when > 0), run by the
+  // recurrent kernel's `variant`, and fetched back.
+  absl::StatusOr<BackendOutputs> RunRecurrent(const GdnOptions& options,
+                                              const oracle::Inputs& inputs,
+                                              cuda::RecurrentVariant variant, bool pdl,
+                                              int32_t interval = 0) {
+    auto call = testing::StagedCall::Create(*backend_, options, inputs, interval);
+    if (!call.ok()) return call.status();
+    if (absl::Status s = cuda::LaunchRecurrent(
+            options, cuda::MakeRecurrentParams(options, (*call)->params()), cuda()->stream(),
+            variant, pdl);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = backend_->Synchronize(); !s.ok()) return s;
+    return (*call)->Fetch();
+  }
 };
 
 // Decode chains of one token per call over awkward batch sizes, shapes,
@@ -105,14 +123,7 @@ TEST_F(QuantizedStateTest, EveryCompiledVariant) {
         for (int& l : lens) l = 1 + static_cast<int>(rng() % kMaxDecodeTokens);
         oracle::Inputs inputs = testing::MakeRandomInputs(options, lens, rng(), true);
         inputs.initial_states[2].clear();
-        auto call = testing::StagedCall::Create(*backend_, options, inputs);
-        ASSERT_TRUE(call.ok()) << call.status();
-        ASSERT_TRUE(cuda::LaunchRecurrent(options,
-                                          cuda::MakeRecurrentParams(options, (*call)->params()),
-                                          cuda()->stream(), variant, pdl)
-                        .ok());
-        ASSERT_TRUE(backend_->Synchronize().ok());
-        absl::StatusOr<BackendOutputs> got = (*call)->Fetch();
+        absl::StatusOr<BackendOutputs> got = RunRecurrent(options, inputs, variant, pdl);
         ASSERT_TRUE(got.ok()) << got.status();
         const oracle::Outputs want = oracle::Run(options, inputs);
         const auto o_err = testing::Compare(got->o.data(), want.o.data(), want.o.size());
@@ -150,14 +161,8 @@ TEST_F(QuantizedStateTest, RecurrentKernelWritesPrefixAndTokenStates) {
                                           ? std::vector<int>{2, 8, 1, 5, 3}
                                           : std::vector<int>{1, 63, 64, 65, 200};
         const oracle::Inputs inputs = testing::MakeRandomInputs(options, lens, seed, true);
-        auto call = testing::StagedCall::Create(*backend_, options, inputs, interval);
-        ASSERT_TRUE(call.ok()) << call.status();
-        ASSERT_TRUE(cuda::LaunchRecurrent(options,
-                                          cuda::MakeRecurrentParams(options, (*call)->params()),
-                                          cuda()->stream(), variant, false)
-                        .ok());
-        ASSERT_TRUE(backend_->Synchronize().ok());
-        absl::StatusOr<BackendOutputs> got = (*call)->Fetch();
+        absl::StatusOr<BackendOutputs> got =
+            RunRecurrent(options, inputs, variant, /*pdl=*/false, interval);
         ASSERT_TRUE(got.ok()) << got.status();
         const oracle::Outputs want = oracle::Run(options, inputs);
         const auto o_err = testing::Compare(got->o.data(), want.o.data(), want.o.size());
