@@ -17,7 +17,9 @@
 #   bash scripts/device/python_visit.sh prepare
 # PARTS=tests,bench,pack,lone,slo,python (default all but pack and lone;
 # pack: the --pack_threads A/B; lone: decode 1 x 1 kernels against
-# no-compute with the server's metrics; LONE_ARMS picks the arms). TESTS: the GPU tests to run (default the three above),
+# no-compute with the server's metrics; LONE_ARMS picks the arms, LONE_SPC
+# the sessions per call, e.g. "1 32 256"; LONE_S seconds per run, LONE_ROUNDS
+# rounds (3)). TESTS: the GPU tests to run (default the three above),
 # TEST_TIMEOUT seconds each (90). Writes under $OUT (few files).
 set -u
 cd "$(dirname "$0")/../.."
@@ -62,16 +64,18 @@ if want bench; then
 fi
 
 if want pack; then
-  # The copy workers' A/B (--pack_threads, server/engine/work_sharing_pool.h):
-  # the shapes whose requests are >= 1 MiB, TCP, runs taking turns; each
-  # run's ratios are to its own proto echo.
+  # A server-flag A/B (by default the copy workers, --pack_threads,
+  # server/engine/work_sharing_pool.h): arm "off" runs gdn-server with
+  # PACK_OFF_FLAGS (--pack_threads=0), arm "on" with PACK_ON_FLAGS (none);
+  # PACK_SHAPES (the shapes whose requests are >= 1 MiB), PACK_TRANSPORTS
+  # (tcp); runs taking turns, each run's ratios to its own proto echo.
   for round in $(seq "${PACK_ROUNDS:-2}"); do
     for arm in off on; do
-      extra=""; [ $arm = off ] && extra="--pack_threads=0"
-      say "pack threads $arm, round $round"
+      extra=${PACK_ON_FLAGS:-}; [ $arm = off ] && extra=${PACK_OFF_FLAGS:---pack_threads=0}
+      say "pack A/B arm $arm ($extra), round $round"
       SERVER_EXTRA="$extra" BACKEND=cuda BIN=$B ARM_S=1.5 PREFILL_S=3 BEFORE=0 CLIENT_COST=0 \
-        SHAPES="decode256 prefill2048" TRANSPORTS=tcp \
-        timeout 80 bash bench/request_path/run.sh /tmp/pack_${arm}_$round > /tmp/pack_${arm}_$round.log 2>&1
+        SHAPES="${PACK_SHAPES:-decode256 prefill2048}" TRANSPORTS="${PACK_TRANSPORTS:-tcp}" \
+        timeout ${PACK_S:-80} bash bench/request_path/run.sh /tmp/pack_${arm}_$round > /tmp/pack_${arm}_$round.log 2>&1
       echo "rc $?" | tee -a "$LOG"
       grep -E "^\| (decode|prefill)" /tmp/pack_${arm}_$round/results.md | tee -a "$LOG"
     done
@@ -86,12 +90,14 @@ if want lone; then
   # view of each run (gdn-bench --metrics: queue time, and "kernel" time from
   # the batch's launch to its completion being seen): where the kernels
   # arm's extra time over no-compute goes.
-  for round in 1 2 3; do
+  for round in $(seq "${LONE_ROUNDS:-3}"); do
+    for spc in ${LONE_SPC:-1}; do
     for arm in ${LONE_ARMS:-kernels channel no_compute}; do
-      # An arm: kernels | channel | no_compute, "_poll" added: --engine_poll_us=1000.
+      # An arm: kernels | channel | no_compute, "_poll" added:
+      # --engine_poll_us=1000, "_nopoll": 0 (else the server's default).
       flags=""; listen=127.0.0.1:0; control=grpc
       case $arm in no_compute*) flags="--diagnostic_no_compute" ;; esac
-      case $arm in *_poll) flags="$flags --engine_poll_us=1000" ;; esac
+      case $arm in *_poll) flags="$flags --engine_poll_us=1000" ;; *_nopoll) flags="$flags --engine_poll_us=0" ;; esac
       case $arm in channel*) rm -f /tmp/lone.sock; listen=unix:/tmp/lone.sock; control=channel ;; esac
       $B/gdn-server --backend=cuda --layers=4 --listen=$listen --metrics_listen=127.0.0.1:0 \
         $flags > /tmp/lone_server.out 2>/tmp/lone_server.err &
@@ -99,13 +105,15 @@ if want lone; then
       for _ in $(seq 150); do grep -q listening /tmp/lone_server.out 2>/dev/null && break; sleep 0.2; done
       grpc=$(sed -nE 's/.*grpc=([^ ]+).*/\1/p' /tmp/lone_server.out)
       metrics=$(sed -nE 's/.*metrics=([^ ]+).*/\1/p' /tmp/lone_server.out)
-      say "lone decode 1 x 1, $arm, round $round"
+      say "lone decode $spc x 1, $arm, round $round"
+      run=lone_${arm}_${spc}_$round
       timeout 30 $B/gdn-bench --server="$grpc" --control=$control --metrics="$metrics" --layers=4 \
-        --sessions=1 --sessions_per_call=1 --prefill_tokens=0 --decode_steps=1000000 \
-        --duration_s=2 --warmup_s=0.5 --progress=false --json_out=/tmp/lone_${arm}_$round.json \
-        > /tmp/lone_${arm}_$round.txt 2>&1
-      grep -E "^ +decode +[0-9]|queue|kernel calls" /tmp/lone_${arm}_$round.txt | head -6 | tee -a "$LOG"
+        --sessions=$spc --sessions_per_call=$spc --prefill_tokens=0 --decode_steps=1000000 \
+        --duration_s=${LONE_S:-2} --warmup_s=0.5 --progress=false --json_out=/tmp/$run.json \
+        > /tmp/$run.txt 2>&1
+      grep -E "^ +decode +[0-9]|queue|kernel calls" /tmp/$run.txt | head -6 | tee -a "$LOG"
       kill -TERM $spid 2>/dev/null; wait $spid 2>/dev/null
+    done
     done
   done
   tar -czf "$OUT/lone.tar.gz" -C /tmp $(cd /tmp && ls lone_*) 2>/dev/null

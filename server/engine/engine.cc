@@ -71,7 +71,7 @@ Engine::Engine(const ServerConfig& config, std::unique_ptr<Backend> backend,
       backend_(std::move(backend)),
       cache_(std::move(cache)),
       arena_(std::make_unique<IoArena>(backend_.get(), config.io_buffer_bytes,
-                                        config.pack_threads)),
+                                        config.pack_threads, config.pack_share_bytes)),
       metrics_(metrics),
       completions_(config.completion_threads) {
   // Fused gating is folded into g and beta when requests are packed

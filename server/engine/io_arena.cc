@@ -11,8 +11,12 @@ struct IoArena::Block {
   int size_class = 0;
 };
 
-IoArena::IoArena(Backend* backend, size_t capacity_bytes, int copy_threads)
-    : backend_(backend), capacity_bytes_(capacity_bytes), copy_workers_(copy_threads) {}
+IoArena::IoArena(Backend* backend, size_t capacity_bytes, int copy_threads,
+                 size_t share_from_bytes)
+    : backend_(backend),
+      capacity_bytes_(capacity_bytes),
+      copy_workers_(copy_threads),
+      share_from_bytes_(share_from_bytes) {}
 
 IoArena::~IoArena() {
   for (const std::unique_ptr<Block>& b : all_) backend_->FreeHost(b->block.data);

@@ -18,7 +18,8 @@
 // whoever owns the memory.
 //
 // Large requests are packed by several threads: the arena's copy workers
-// (--pack_threads) help the request thread copy and check their payloads.
+// (--pack_threads) help the request thread copy and check the payloads of
+// requests of share_from_bytes or more (--pack_share_bytes).
 //
 // Threading: every method is safe from any thread. Blocks are shared_ptrs:
 // the last holder (a request thread, the engine, or gRPC dropping a sent
@@ -62,8 +63,10 @@ class IoArena {
 
   // `backend` must outlive the arena (its AllocateHost / FreeHost are safe
   // from any thread). `copy_threads`: threads that help pack large calls
-  // (0: each request thread packs alone).
-  IoArena(Backend* backend, size_t capacity_bytes, int copy_threads = 0);
+  // (0: each request thread packs alone) on requests of at least
+  // `share_from_bytes` tensor bytes.
+  IoArena(Backend* backend, size_t capacity_bytes, int copy_threads = 0,
+          size_t share_from_bytes = size_t{1} << 20);
   ~IoArena();  // frees every block; none may be held any more
   IoArena(const IoArena&) = delete;
   IoArena& operator=(const IoArena&) = delete;
@@ -74,6 +77,7 @@ class IoArena {
   IoArenaStats Stats() const;
   size_t capacity_bytes() const { return capacity_bytes_; }
   WorkSharingPool& copy_workers() { return copy_workers_; }
+  size_t share_from_bytes() const { return share_from_bytes_; }
 
  private:
   struct Block;
@@ -87,6 +91,7 @@ class IoArena {
   std::vector<std::unique_ptr<Block>> all_;
   IoArenaStats stats_;
   WorkSharingPool copy_workers_;
+  const size_t share_from_bytes_;
 };
 
 }  // namespace gdn

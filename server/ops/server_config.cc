@@ -124,7 +124,8 @@ std::string DescribeServerConfig(const ServerConfig& c) {
                   " prefill\n");
   absl::StrAppend(&out, "  completion_threads = ", c.completion_threads, "\n");
   absl::StrAppend(&out, "  io_buffer_bytes = ", FormatByteSize(c.io_buffer_bytes), "\n");
-  absl::StrAppend(&out, "  pack_threads = ", c.pack_threads, "\n");
+  absl::StrAppend(&out, "  pack_threads = ", c.pack_threads, ", for requests from ",
+                  FormatByteSize(c.pack_share_bytes), "\n");
   absl::StrAppend(&out, "  max_message_bytes = ", c.max_message_bytes, "\n");
   absl::StrAppend(&out, "  grpc window / max frame = ", c.grpc_window_bytes, " / ",
                   c.grpc_max_frame_bytes, " bytes (0 = gRPC default)\n");

@@ -55,7 +55,8 @@ struct ServerConfig {
   // How long the engine thread, with nothing left to do, polls for the next
   // call before it sleeps (0: it sleeps at once, and a call arriving at an
   // idle engine runs on its request thread). A polling engine thread takes
-  // the next call on a warm core (--engine_poll_us: 0 unless set).
+  // the next call on a warm core (--engine_poll_us: 1000 with 8 or more
+  // hardware threads, else 0, server_flags.cc).
   absl::Duration idle_poll = absl::ZeroDuration();
   // Pipeline lanes (backend streams, one batch in flight each): decode
   // batches and prefill chunks on lanes of their own.
@@ -68,8 +69,11 @@ struct ServerConfig {
   size_t io_buffer_bytes = size_t{4} << 30;
   // Threads that help request threads copy and check large requests' tensor
   // bytes into the I/O memory (0: none). Default: a quarter of the cores, at
-  // most 4 (server_flags.cc).
+  // most 4 (server_flags.cc). Requests with fewer tensor bytes than
+  // pack_share_bytes are packed by their request thread alone (a helper's
+  // wake-up costs more than it saves on small ones).
   int pack_threads = 0;
+  size_t pack_share_bytes = size_t{1} << 20;
 
   // gRPC transport (proto/grpc_transport.h): the message limit, the HTTP/2
   // stream window offered up front and the largest DATA frame accepted

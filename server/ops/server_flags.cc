@@ -61,8 +61,12 @@ ABSL_FLAG(int32_t, prefill_lanes, 2,
 ABSL_FLAG(int32_t, completion_threads, 2,
           "threads that encode and send Forward responses");
 ABSL_FLAG(int32_t, pack_threads, -1,
-          "threads that help copy and check the tensors of requests of 1 MiB "
-          "or more (-1: a quarter of the cores, at most 4; 0: none)");
+          "threads that help copy and check the tensors of large requests "
+          "(-1: a quarter of the cores, at most 4; 0: none)");
+ABSL_FLAG(gdn::ByteSize, pack_share_bytes, gdn::ByteSize{size_t{1} << 20},
+          "requests with at least this many tensor bytes are copied and checked "
+          "with the pack_threads' help (smaller ones by their request thread "
+          "alone)");
 ABSL_FLAG(gdn::ByteSize, io_buffer_bytes, gdn::ByteSize{size_t{4} << 30},
           "host memory for the inputs and outputs of calls in flight (pinned "
           "on cuda); beyond it new calls fail with RESOURCE_EXHAUSTED");
@@ -78,10 +82,10 @@ ABSL_FLAG(int64_t, engine_spin_us, -1,
           "how long the engine polls a running batch for its end before it "
           "sleeps until the stream's callback (-1: 1000 with 8 or more "
           "hardware threads, else 50)");
-ABSL_FLAG(int64_t, engine_poll_us, 0,
+ABSL_FLAG(int64_t, engine_poll_us, -1,
           "how long the engine thread, idle, polls for the next call before it "
-          "sleeps (0: sleeps at once; a lone call then runs on its request "
-          "thread)");
+          "sleeps (0: sleeps at once, and a lone call runs on its request "
+          "thread; -1: 1000 with 8 or more hardware threads, else 0)");
 ABSL_FLAG(int32_t, max_channels, 16,
           "same-host Forward channels open at once (OpenChannel; a thread "
           "each)");
@@ -175,7 +179,10 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags() {
   c.lane_spin = absl::Microseconds(
       engine_spin_us >= 0 ? engine_spin_us
                           : (std::thread::hardware_concurrency() >= 8 ? 1000 : 50));
-  c.idle_poll = absl::Microseconds(absl::GetFlag(FLAGS_engine_poll_us));
+  const int64_t engine_poll_us = absl::GetFlag(FLAGS_engine_poll_us);
+  c.idle_poll = absl::Microseconds(
+      engine_poll_us >= 0 ? engine_poll_us
+                          : (std::thread::hardware_concurrency() >= 8 ? 1000 : 0));
   c.grpc_window_bytes = static_cast<int32_t>(
       std::min<size_t>(absl::GetFlag(FLAGS_grpc_window_bytes).bytes, INT32_MAX));
   c.grpc_max_frame_bytes = static_cast<int32_t>(
@@ -188,6 +195,7 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags() {
   if (c.pack_threads < 0) {
     c.pack_threads = std::min<int>(4, static_cast<int>(std::thread::hardware_concurrency() / 4));
   }
+  c.pack_share_bytes = absl::GetFlag(FLAGS_pack_share_bytes).bytes;
   c.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   c.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
   c.max_channels = absl::GetFlag(FLAGS_max_channels);

@@ -120,29 +120,37 @@ struct InlineCopy {
   char* dst;
 };
 
-// Copies and checks every inline payload, in parts of kPartBytes (a multiple
-// of every element size) shared with the arena's copy workers when the
-// request is large: each part is the same copy-then-check as one thread's.
-// The error is the one a single thread going in order would meet first
-// (the first tensor that fails, its first bad element).
+// Copies and checks every inline payload, in parts shared with the arena's
+// copy workers when the request has at least arena.share_from_bytes() of
+// them: each part is the same copy-then-check as one thread's. Parts are
+// about a tenth of the request per helper and caller (a multiple of every
+// element size, 32-256 KiB): a medium request (a decode call of 32 sessions,
+// ~0.5 MiB) is split finely enough that helpers waking late still take a
+// share. The error is the one a single thread going in order would meet
+// first (the first tensor that fails, its first bad element).
 absl::Status CopyAllChecked(const wire::WireMessage& message,
-                            absl::Span<const InlineCopy> copies, WorkSharingPool& workers) {
-  constexpr size_t kPartBytes = 256 << 10;
-  constexpr size_t kShareFromBytes = 1 << 20;  // below: a helper's wake-up costs more
+                            absl::Span<const InlineCopy> copies, IoArena& arena) {
+  WorkSharingPool& workers = arena.copy_workers();
+  size_t total = 0;
+  for (const InlineCopy& c : copies) total += c.tensor->data.size;
+  const bool shared = workers.threads() > 0 && total >= arena.share_from_bytes();
+  constexpr size_t kAlign = 4 << 10, kMinPart = 32 << 10, kMaxPart = 256 << 10;
+  const size_t part_bytes =
+      shared ? std::clamp((total / (2 * (workers.threads() + 1)) + kAlign - 1) / kAlign * kAlign,
+                          kMinPart, kMaxPart)
+             : kMaxPart;
   struct Part {
     const InlineCopy* copy;
     size_t begin, end;  // bytes of the payload
   };
-  absl::InlinedVector<Part, 8> parts;
-  size_t total = 0;
+  absl::InlinedVector<Part, 16> parts;
   for (const InlineCopy& c : copies) {
     const size_t bytes = c.tensor->data.size;
-    total += bytes;
-    for (size_t at = 0; at < bytes; at += kPartBytes) {
-      parts.push_back({&c, at, std::min(bytes, at + kPartBytes)});
+    for (size_t at = 0; at < bytes; at += part_bytes) {
+      parts.push_back({&c, at, std::min(bytes, at + part_bytes)});
     }
   }
-  absl::InlinedVector<absl::Status, 8> status(parts.size());
+  absl::InlinedVector<absl::Status, 16> status(parts.size());
   auto copy_part = [&](size_t i) {
     const Part& p = parts[i];
     const InlineCopy& c = *p.copy;
@@ -150,7 +158,7 @@ absl::Status CopyAllChecked(const wire::WireMessage& message,
     status[i] = CopyChecked([&](auto&& fn) { message.ForEachPiece(span, fn); }, c.field,
                             c.dtype, c.dst + p.begin, c.range, p.begin / DTypeSize(c.dtype));
   };
-  if (total >= kShareFromBytes) {
+  if (shared) {
     workers.Run(parts.size(), copy_part);
   } else {
     for (size_t i = 0; i < parts.size(); ++i) {
@@ -385,7 +393,7 @@ absl::StatusOr<std::unique_ptr<ForwardCall>> ReadForwardRequest(
       device_check_inputs.push_back(i);
     }
   }
-  if (absl::Status st = CopyAllChecked(message, inline_copies, arena.copy_workers()); !st.ok()) {
+  if (absl::Status st = CopyAllChecked(message, inline_copies, arena); !st.ok()) {
     return st;
   }
   if (!device_checks.empty()) {

@@ -294,9 +294,14 @@ class LargeForwardRequestTest : public ::testing::Test {
 
   absl::StatusOr<std::unique_ptr<ForwardCall>> Read(const gdn::v1::ForwardRequest& r,
                                                     uint64_t salt = 0) {
+    return ReadInto(arena_, r, salt);
+  }
+  absl::StatusOr<std::unique_ptr<ForwardCall>> ReadInto(IoArena& arena,
+                                                        const gdn::v1::ForwardRequest& r,
+                                                        uint64_t salt = 0) {
     std::mt19937_64 rng(seed_ + salt);
     uint64_t id = 0;
-    return ReadForwardRequest(Sliced(r.SerializeAsString(), rng), kLayers, options_, arena_,
+    return ReadForwardRequest(Sliced(r.SerializeAsString(), rng), kLayers, options_, arena,
                               &id);
   }
 
@@ -357,6 +362,50 @@ TEST_F(LargeForwardRequestTest, TheErrorIsTheFirstInTensorAndElementOrder) {
   EXPECT_THAT(std::string(v.status().message()),
               HasSubstr("beta: element " + std::to_string(gate)));
   EXPECT_EQ(arena_.Stats().bytes_in_use, 0);  // the blocks went back
+}
+
+// --pack_share_bytes below a request's size: a ~0.4 MiB request is cut into
+// parts of ~1/8 of it (32 KiB at least), k into several; the same bytes and
+// the same first error as one thread's.
+TEST_F(LargeForwardRequestTest, MediumRequestsFromTheShareThresholdUseSmallerParts) {
+  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
+  IoArena medium(backend_.get(), 64 << 20, /*copy_threads=*/3, /*share_from_bytes=*/64 << 10);
+  constexpr int kMediumTokens = 400;
+  const oracle::Inputs inputs = gdn::testing::MakeRandomInputs(
+      options_, {kMediumTokens - 150, 150}, seed_ + 1, /*random_initial_state=*/false);
+  const gdn::v1::ForwardRequest good =
+      gdn::testing::BuildForwardRequest(options_, 0, {{"a", 0}, {"b", 3}}, inputs);
+  ASSERT_LT(good.ByteSizeLong(), size_t{1} << 20);
+  absl::StatusOr<std::unique_ptr<ForwardCall>> v = ReadInto(medium, good);
+  ASSERT_TRUE(v.ok()) << v.status();
+  const PackedInputs& in = (*v)->inputs;
+  for (auto [t, at] : {std::pair{&good.q(), in.layout.q}, {&good.k(), in.layout.k},
+                       {&good.v(), in.layout.v}, {&good.g(), in.layout.g},
+                       {&good.beta(), in.layout.beta}}) {
+    ASSERT_EQ(std::memcmp(in.block->data + at, t->data().data(), t->data().size()), 0);
+  }
+  v->reset();
+  // Bad elements of k (~100 KiB: two parts of ~52 KiB): one in [32, 64)
+  // KiB, one after it; and one early in v. k's first is the error.
+  std::mt19937_64 rng(seed_);
+  const size_t k_elements = good.k().data().size() / 2;
+  constexpr size_t kMinPartElements = (32 << 10) / 2;
+  ASSERT_GT(k_elements, 2 * kMinPartElements);
+  const size_t first =
+      std::uniform_int_distribution<size_t>(kMinPartElements, 2 * kMinPartElements - 1)(rng);
+  const size_t second = std::uniform_int_distribution<size_t>(first + 1, k_elements - 1)(rng);
+  gdn::v1::ForwardRequest r = good;
+  const uint16_t nan_bf16 = 0x7fc0;
+  for (size_t index : {first, second}) {
+    std::memcpy(r.mutable_k()->mutable_data()->data() + 2 * index, &nan_bf16, 2);
+  }
+  std::memcpy(r.mutable_v()->mutable_data()->data() + 2 * 3, &nan_bf16, 2);
+  v = ReadInto(medium, r);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(v.status().message()),
+              HasSubstr("k: element " + std::to_string(first) + " "));
+  EXPECT_EQ(medium.Stats().bytes_in_use, 0);
 }
 
 TEST_F(LargeForwardRequestTest, RequestThreadsAtOnceShareTheWorkers) {
