@@ -55,7 +55,7 @@ template <>
 struct RecurrentVariantShapes<__nv_bfloat16> {
   static constexpr bool kHasWide = false;
   static constexpr int kSmallTile = 32, kSmallThreads = 128, kSmallMinBlocks = 1;
-  static constexpr int kPersistentTile = 64, kPersistentThreads = 128, kPersistentMinBlocks = 5;
+  static constexpr int kPersistentTile = 64, kPersistentThreads = 128, kPersistentMinBlocks = 1;
 };
 
 // int8 / fp8: 8 columns per thread (recurrent_quant.cuh). The persistent

@@ -27,14 +27,6 @@
 
 namespace gdn::cuda {
 
-// The token step of bf16, int8 and fp8 pages (8 columns per thread): the
-// reduce-scatter over K of recurrent_quant_token.cuh, with q / k staged raw
-// and their normalisation applied to the reduced sums. fp32 pages (4
-// columns per thread) keep RunItemTokens' all-reduce step.
-template <typename StateT>
-inline constexpr bool kScatterStep =
-    kQuantState<StateT> || std::is_same_v<StateT, __nv_bfloat16>;
-
 // Tokens staged in shared memory at a time (= the decode bound).
 inline constexpr int kTokensPerChunk = kMaxDecodeTokens;
 static_assert(kCheckpointTokens % kTokensPerChunk == 0, "checkpoints end token chunks");
@@ -72,18 +64,17 @@ struct RecurrentShape {
 
 // Shared memory of one block: kTokensPerChunk tokens of staged inputs plus
 // the double-buffered cross-warp reduction. q, k and kq as StageTokens
-// writes them: fp32 states normalised, bf16 / int8 / fp8 states (kScatter)
-// raw with the rsqrt arguments qq and kk.
+// writes them: fp32 / bf16 states normalised, int8 / fp8 states raw with
+// the rsqrt arguments qq and kk.
 template <typename Shape>
 struct RecurrentSmem {
   static constexpr bool kQuant = kQuantState<typename Shape::StateT>;
-  static constexpr bool kScatter = kScatterStep<typename Shape::StateT>;
-  float q[kTokensPerChunk][Shape::kK];  // normalised, times scale (kScatter: raw)
-  float k[kTokensPerChunk][Shape::kK];  // normalised (kScatter: raw)
+  float q[kTokensPerChunk][Shape::kK];  // normalised, times scale (int8 / fp8: raw)
+  float k[kTokensPerChunk][Shape::kK];  // normalised (int8 / fp8: raw)
   float v[kTokensPerChunk][Shape::kVTile];
   float decay[kTokensPerChunk];  // exp(g)
   float beta[kTokensPerChunk];
-  float kq[kTokensPerChunk];  // k . (scale q) (kScatter: raw k . q)
+  float kq[kTokensPerChunk];  // k . (scale q) (int8 / fp8: raw k . q)
   // [buffer][warp][0: D^T k, 1: D^T q][column]
   alignas(16) float partial[2][Shape::kWarps][2][Shape::kVTile];
   // int8 / fp8 stores (recurrent_quant.cuh): each warp's max |x| (AbsBits)
@@ -91,11 +82,11 @@ struct RecurrentSmem {
   // prefix-state stores (StoreTile); one element for the other dtypes.
   uint32_t amax[kQuant ? 2 : 1][kQuant ? Shape::kWarps : 1]
                [kQuant ? Shape::kVTile / kStateScaleCols : 1];
-  float u[kScatter ? Shape::kVTile : 1];  // the scatter token step: u per column
-  // kScatter: q . q + eps and k . k + eps of the raw rows (l2_norm_qk);
-  // one element for fp32 pages.
-  float qq[kScatter ? kTokensPerChunk : 1];
-  float kk[kScatter ? kTokensPerChunk : 1];
+  float u[kQuant ? Shape::kVTile : 1];  // int8 / fp8 token step: u per column
+  // int8 / fp8: q . q + eps and k . k + eps of the raw rows (l2_norm_qk);
+  // one element for the other dtypes.
+  float qq[kQuant ? kTokensPerChunk : 1];
+  float kk[kQuant ? kTokensPerChunk : 1];
 };
 
 // One row vector -> floats (int8 / fp8: the codes' values before the scale).
