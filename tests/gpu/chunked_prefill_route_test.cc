@@ -234,8 +234,8 @@ TEST_F(ChunkedPrefillRouteTest, ForcedV8OnLongSingleSequences) {
 // q / k rows whose fp32 sum of squares overflows (max|x| 1e20, 3e38) or
 // underflows (1e-30), as chunked_prefill_test's HugeAndTinyQkRowsUnderTheL2Norm
 // (which runs v7), forced through v8: TPrep's rescaled rows are scaled in the
-// fused kernel's tiles too (tprep_args.h `rescaled`, fused_chunk.cuh
-// FixTileRows), within v7's bars, with direct and fused gating.
+// fused kernel's tiles too (tprep_args.h `rescaled`,
+// fused_chunk_tiles.cuh FixTileRows), within v7's bars, with direct and fused gating.
 TEST_F(ChunkedPrefillRouteTest, ForcedV8OnHugeAndTinyQkRows) {
   if (!sm90_) GTEST_SKIP() << "v8 runs on compute capability 9.0 only";
   q_max_ = {0, 1e20f, 3e38f, 1e-30f, 2e19f};

@@ -36,18 +36,7 @@
 // may hold the next sequence's tokens (a box runs on) or TMA's zero fill
 // (past the tensor): finite either way.
 //
-// ---- Shared memory (one ring stage; every tile 1024-byte aligned) -------------
-//   qk    32 KB  [k block 0][q block 0][k block 1][q block 1], block b = K
-//                columns [64 b, 64 b + 64) of 64 tokens, 8 KB, the SW128
-//                image of a TMA box (64, 1, 64). Read K-major as one
-//                N = 128 B operand per block for X (rows 0-63 k, 64-127 q:
-//                SBO 1024 steps 8 rows, so q follows k), MN-major for the
-//                update (N blocks 16 KB apart).
-//   v     16 KB  [v block 0][v block 1], block w = V columns [64 w, 64 w + 64)
-//   t_hi, t_lo, p  8 KB each: [64 rows i][64 columns j] SW128 (K-major B)
-//   gates  1 KB  eg, ed [64] of (chunk, h); rq, rk [64] of (chunk, hq)
-// Two stages (146 KB), then two o staging tiles (8 KB each, SW128, one per
-// consumer): 162 KB + 1 KB alignment slack.
+// Shared memory and the consumers' tile operations: fused_chunk_tiles.cuh.
 #ifndef GDN_KERNELS_CUDA_CHUNKED_FUSED_CHUNK_CUH_
 #define GDN_KERNELS_CUDA_CHUNKED_FUSED_CHUNK_CUH_
 
@@ -57,6 +46,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/chunked/chunk_args.h"
+#include "kernels/cuda/chunked/fused_chunk_tiles.cuh"
 #include "kernels/cuda/chunked/mma_16bit.cuh"
 #include "kernels/cuda/common/mbarrier.cuh"
 #include "kernels/cuda/common/page_ids.cuh"
@@ -65,180 +55,6 @@
 #include "kernels/gdn_types.h"
 
 namespace gdn::cuda::chunked {
-
-inline constexpr int kFusedThreads = 384;
-inline constexpr int kFusedStages = 2;
-inline constexpr int kFusedProducerRegs = 40;
-inline constexpr int kFusedConsumerRegs = 232;  // 128 x (40 + 2 x 232) <= 64 K
-
-// The tensor maps of one call (host: fused_chunk.cu). Element types: q, k, v,
-// t_hi, t_lo, p the input type; eg, ed, rq, rk fp32.
-//   q, k  3-D (K, Hqk, T), box (64, 1, 64), SWIZZLE_128B
-//   v     3-D (V, Hv, T),  box (64, 1, 64), SWIZZLE_128B
-//   t_hi, t_lo, p  2-D (64, num_chunks * Hv * 64), box (64, 64), SWIZZLE_128B
-//   eg, ed 2-D (64, num_chunks * Hv), rq, rk 2-D (64, num_chunks * Hqk),
-//          box (64, 1), no swizzle
-struct FusedChunkMaps {
-  CUtensorMap q, k, v, t_hi, t_lo, p, eg, ed, rq, rk;
-};
-
-// Byte offsets in the dynamic shared memory (after AlignShared<1024>).
-struct FusedChunkSmem {
-  static constexpr uint32_t kQk = 0;
-  static constexpr uint32_t kV = 32768;
-  static constexpr uint32_t kTHi = 49152;
-  static constexpr uint32_t kTLo = 57344;
-  static constexpr uint32_t kP = 65536;
-  static constexpr uint32_t kGates = 73728;  // eg +0, ed +256, rq +512, rk +768
-  static constexpr uint32_t kStageBytes = 74752;
-  static constexpr uint32_t kTxBytes = 74752;  // every byte of a stage comes by TMA
-  static constexpr uint32_t kOut = kFusedStages * kStageBytes;  // + 8192 w
-  static constexpr uint32_t kBytes = kOut + 2 * 8192 + 1024;     // + alignment slack
-  static_assert(kStageBytes % 1024 == 0, "stages 1024-aligned");
-  static_assert(kTxBytes == 3 * 16384 + 3 * 8192 + 4 * 256, "stage = q, k, v, T'' x 2, P, gates");
-};
-
-// ldmatrix / stmatrix .x4 .trans on four 8 x 8 blocks of 16-bit values;
-// `addr` is this lane's row address (lanes 8 r .. 8 r + 7: block r's rows).
-// Thread (group g, tig q) gets / gives, per block r, the pair (column g of
-// the memory block; rows 2 q, 2 q + 1), row 2 q in the lower half.
-__device__ __forceinline__ void LdsmX4Trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr)
-               : "memory");
-}
-__device__ __forceinline__ void StsmX4Trans(uint32_t addr, const uint32_t (&r)[4]) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
-                   addr),
-               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
-               : "memory");
-}
-
-// Address, for lane `lane` of warp `warp` of a consumer warpgroup, of the
-// ldmatrix / stmatrix row that pass p2 (0..3) of a [64 tokens][64 columns]
-// SW128 tile at `tile` touches. Pass p2 covers accumulator elements
-// i = 8 p2 .. 8 p2 + 7 of an m64n64 accumulator whose rows are the tile's
-// columns and whose columns are the tile's tokens: block r = lane / 8 is
-// token block jb = 2 p2 + r / 2 and row half hh = r % 2 (rows
-// 16 warp + 8 hh ..), so register r of the pass holds elements
-// 8 p2 + 2 r, + 1 (the pair of tokens 8 jb + 2 q, + 1 at row 16 warp + 8 hh + g).
-__device__ __forceinline__ uint32_t TransTileRow(uint32_t tile, int p2, int warp, int lane) {
-  const int r = lane >> 3;
-  const int j = 8 * (2 * p2 + (r >> 1)) + (lane & 7);
-  const int chunk16 = 2 * warp + (r & 1);  // 16-byte chunk of the 128-byte row
-  return tile + j * 128 + ((chunk16 ^ (j & 7)) << 4);
-}
-
-// AccToFragmentA (wgmma.cuh) in two parts: hi = the Op rounding of d, lo =
-// the Op rounding of d - hi (d ~ hi + lo to ~2^-16 relative for bf16).
-template <typename Op>
-__device__ __forceinline__ void AccToFragmentAHiLo(const float (&d)[64], int kk,
-                                                   uint32_t (&hi)[4], uint32_t (&lo)[4]) {
-#pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    const float x0 = d[8 * kk + 2 * r], x1 = d[8 * kk + 2 * r + 1];
-    hi[r] = PackPair<Op>(x0, x1);
-    const float2 h = Unpack2<Op>(hi[r]);
-    lo[r] = PackPair<Op>(x0 - h.x, x1 - h.y);
-  }
-}
-
-// B descriptors. K-major SW128 block at `block` (N rows x 64 K), k-step kk < 4.
-__device__ __forceinline__ uint64_t DescKMajor(uint32_t block, int kk) {
-  return AdvanceWgmmaDescriptor(WgmmaDescSw128KMajor(block), 32 * kk);
-}
-
-// S^T [64 rows of this WG][K] from the initial page (head h; element (d, e)
-// of the page at h K V + d V + e, e = V column = S^T row); zero for
-// kZeroStatePage, NaN when the page ids are not usable.
-template <int K, int V>
-__device__ __forceinline__ void LoadStateRows(float (&s)[64], const ChunkArgs& args, int ip,
-                                              bool pages_ok, int h, int row0, int t) {
-  const char* page = nullptr;
-  if (pages_ok && ip != kZeroStatePage) page = args.pool_base + ip * args.page_bytes;
-  const int64_t head = static_cast<int64_t>(h) * K * V;
-#pragma unroll
-  for (int i = 0; i < 64; ++i) {
-    const int64_t at = head + static_cast<int64_t>(AccCol(t, i)) * V + row0 + AccRow(t, i);
-    float x = 0.f;
-    if (!pages_ok) {
-      x = __int_as_float(0x7fc00000);
-    } else if (page != nullptr) {
-      x = args.state_dtype == StateDType::kF32
-              ? reinterpret_cast<const float*>(page)[at]
-              : __bfloat162float(reinterpret_cast<const bf16*>(page)[at]);
-    }
-    s[i] = x;
-  }
-}
-
-template <int K, int V>
-__device__ __forceinline__ void StoreStateRows(const float (&s)[64], const ChunkArgs& args,
-                                               int fp, int h, int row0, int t) {
-  char* page = args.pool_base + static_cast<int64_t>(fp) * args.page_bytes;
-  const int64_t head = static_cast<int64_t>(h) * K * V;
-#pragma unroll
-  for (int i = 0; i < 64; ++i) {
-    const int64_t at = head + static_cast<int64_t>(AccCol(t, i)) * V + row0 + AccRow(t, i);
-    if (args.state_dtype == StateDType::kF32) {
-      reinterpret_cast<float*>(page)[at] = s[i];
-    } else {
-      reinterpret_cast<bf16*>(page)[at] = __float2bfloat16_rn(s[i]);
-    }
-  }
-}
-
-// Named barrier over one consumer warpgroup (ids 1, 2; 0 is __syncthreads).
-__device__ __forceinline__ void ConsumerBarrier(int w) {
-  if (w == 0) {
-    asm volatile("bar.sync 1, 128;\n" ::: "memory");
-  } else {
-    asm volatile("bar.sync 2, 128;\n" ::: "memory");
-  }
-}
-
-// Rows of a stage's raw q / k tiles that the chunk's gate factors cannot
-// tame, set right in place before any wgmma reads them:
-// - rows TPrep rescaled (tprep_args.h: their fp32 sum of squares
-//   overflowed, so TPrep normalised the row times kL2NormRescale and reported
-//   its inverse norm negated; the tile's `rescaled` flag): scaled by
-//   kL2NormRescale here too (exact, a power of two);
-// - padding rows (j >= L: the next sequence's tokens, which TMA loads too):
-//   zeroed. Their factors are 0, but S^T k of a huge finite row can be inf,
-//   and 0 * inf would be NaN in every column of U'.
-// Consumer warpgroup w takes the half of both tiles with columns 64 w ..,
-// thread t (0..127) row t / 2 of k (t even) or q (t odd), all 128 bytes of
-// it (the 128-byte swizzle only permutes a row's 16-byte chunks). Then a
-// proxy fence (wgmma reads through the async proxy) and named barrier 3 over
-// both consumer warpgroups. Only flagged tiles and sequences' last chunks
-// come here.
-template <typename Op>
-__device__ __forceinline__ void FixTileRows(uint8_t* stage_smem, const float* gates, int L, int w,
-                                            int t) {
-  const int j = t >> 1;
-  const bool is_q = (t & 1) != 0;
-  uint4* row = reinterpret_cast<uint4*>(stage_smem + FusedChunkSmem::kQk + 16384 * w +
-                                        (is_q ? 8192 : 0) + 128 * j);
-  if (j >= L) {
-#pragma unroll
-    for (int e = 0; e < 8; ++e) row[e] = make_uint4(0u, 0u, 0u, 0u);
-  } else if (gates[(is_q ? 128 : 192) + j] < 0.f) {  // rq at +128, rk at +192 floats
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      uint4 piece = row[e];
-      uint32_t* words = reinterpret_cast<uint32_t*>(&piece);
-#pragma unroll
-      for (int p = 0; p < 4; ++p) {
-        const float2 x = Unpack2<Op>(words[p]);
-        words[p] = Pack2<Op>(x.x * kL2NormRescale, x.y * kL2NormRescale);
-      }
-      row[e] = piece;
-    }
-  }
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-  asm volatile("bar.sync 3, 256;\n" ::: "memory");
-}
 
 // Grid N * Hv (block = n * Hv + h), kFusedThreads threads,
 // FusedChunkSmem::kBytes of dynamic shared memory. args: cu_seqlens,

@@ -282,7 +282,7 @@ __global__ void __launch_bounds__(kTPrepThreads, kTPrepBlocksPerSm)
       rq_s[i] = rq;
       // A rescaled row's inverse norm goes out negated: the fused kernel
       // scales that row of its raw q / k tile by kL2NormRescale too
-      // (tprep_args.h, fused_chunk.cuh FixTileRows).
+      // (tprep_args.h, fused_chunk_tiles.cuh FixTileRows).
       const int64_t tile = static_cast<int64_t>(c) * args.num_qk_heads + hq;
       ws.rk[tile * 64 + i] = valid ? (ck != 1.0f ? -rk : rk) : 0.f;
       ws.rq[tile * 64 + i] = valid ? (cq != 1.0f ? -rq : rq) : 0.f;
