@@ -123,10 +123,11 @@ struct InlineCopy {
 // Copies and checks every inline payload, in parts shared with the arena's
 // copy workers when the request has at least arena.share_from_bytes() of
 // them: each part is the same copy-then-check as one thread's. Parts are
-// about a tenth of the request per helper and caller (a multiple of every
-// element size, 32-256 KiB): a medium request (a decode call of 32 sessions,
-// ~0.5 MiB) is split finely enough that helpers waking late still take a
-// share. The error is the one a single thread going in order would meet
+// 1 / (2 (helpers + 1)) of the request (a tenth with 4 helpers; a multiple
+// of every element size, 32-256 KiB), so that helpers waking late still
+// take a share of a request below 1 MiB when --pack_share_bytes lets them
+// (a 0.5 MiB decode call of 32 sessions measured no faster that way on the
+// H200). The error is the one a single thread going in order would meet
 // first (the first tensor that fails, its first bad element).
 absl::Status CopyAllChecked(const wire::WireMessage& message,
                             absl::Span<const InlineCopy> copies, IoArena& arena) {
