@@ -16,8 +16,9 @@
 #     cuda_stream_test server_cuda_test cuda_backend_test
 #   bash scripts/device/python_visit.sh prepare
 # PARTS=tests,bench,pack,lone,slo,python (default all but pack and lone;
-# pack: the --pack_threads A/B; lone: decode 1 x 1 kernels against
-# no-compute with the server's metrics; LONE_ARMS picks the arms, LONE_SPC
+# pack: a server-flag A/B, by default --pack_threads (PACK_OFF_FLAGS /
+# PACK_ON_FLAGS, PACK_SHAPES, PACK_TRANSPORTS, PACK_ROUNDS, PACK_S); lone:
+# decode 1 x 1 kernels against no-compute with the server's metrics; LONE_ARMS picks the arms, LONE_SPC
 # the sessions per call, e.g. "1 32 256"; LONE_S seconds per run, LONE_ROUNDS
 # rounds (3)). TESTS: the GPU tests to run (default the three above),
 # TEST_TIMEOUT seconds each (90). Writes under $OUT (few files).
@@ -45,6 +46,7 @@ if want tests; then
   done
   SANITIZER=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   for t in cuda_stream_test; do
+    [ -x "$B/$t" ] || { say "compute-sanitizer memcheck $t: not in the bundle, skipped"; continue; }
     say "compute-sanitizer memcheck $t"
     timeout 100 "$SANITIZER" --tool memcheck --error-exitcode 9 $B/$t > /tmp/san_$t.log 2>&1
     echo "rc $?" | tee -a "$LOG"
