@@ -18,9 +18,9 @@
 # PARTS=tests,bench,pack,lone,slo,python (default all but pack and lone;
 # pack: a server-flag A/B, by default --pack_threads (PACK_OFF_FLAGS /
 # PACK_ON_FLAGS, PACK_SHAPES, PACK_TRANSPORTS, PACK_ROUNDS, PACK_S); lone:
-# decode 1 x 1 kernels against no-compute with the server's metrics; LONE_ARMS picks the arms, LONE_SPC
-# the sessions per call, e.g. "1 32 256"; LONE_S seconds per run, LONE_ROUNDS
-# rounds (3)). TESTS: the GPU tests to run (default the three above),
+# decode 1 x 1 kernels against no-compute with the server's metrics;
+# LONE_ARMS picks the arms, LONE_SPC the sessions per call, e.g. "1 32 256";
+# LONE_S seconds per run, LONE_ROUNDS rounds (3)). TESTS: the GPU tests to run (default the three above),
 # TEST_TIMEOUT seconds each (90). Writes under $OUT (few files).
 set -u
 cd "$(dirname "$0")/../.."
