@@ -14,6 +14,10 @@
 #   KERNELS=1            also gdn-server with kernels on cpu (always on cuda)
 #   SHAPES="decode1 decode32 decode256 prefill2048"   which shapes (default all)
 #   TRANSPORTS="tcp unix"                              which transports (default both)
+#   CALLS="unary stream" how gdn-bench calls Forward (default unary): stream
+#                        adds arms over one ForwardStream per lane
+#                        (--transport=stream, echo and server alike), labelled
+#                        tcp-stream / unix-stream; gdn-min-client is unary only
 #   BEFORE=0             skip the gRPC-default-transport arm (default on, TCP only)
 #   CLIENT_COST=0        skip client_cost.sh (gdn-bench and gdn-min-client in
 #                        alternating turns on the raw echo, TCP; default on for
@@ -36,6 +40,7 @@ OUT=$(cd "$OUT" && pwd)
 BACKEND=${BACKEND:-cpu}
 SHAPES=${SHAPES:-decode1 decode32 decode256 prefill2048}
 TRANSPORTS=${TRANSPORTS:-tcp unix}
+CALLS=${CALLS:-unary}
 LAYERS=${LAYERS:-4}
 ARM_S=${ARM_S:-3}
 PREFILL_S=${PREFILL_S:-6}
@@ -129,6 +134,10 @@ min_shape() {
   esac
 }
 
+# CALLS: the arm label of a transport and call kind, and gdn-bench's flag.
+call_label() { if [ "$2" = stream ]; then echo "$1-stream"; else echo "$1"; fi; }
+call_flags() { [ "$1" = stream ] && echo "--transport=stream"; }
+
 # Args: shape transport arm target echo_addr extra-flags...
 run_bench() {
   local shape=$1 transport=$2 arm=$3 target=$4 echo_addr=$5; shift 5
@@ -175,22 +184,33 @@ for transport in $TRANSPORTS; do
   nc=$ADDR; nc_fail=$FAIL; nc_pid=$LAST_PID
   [ -z "$proto" ] || [ -z "$raw" ] && { echo "echo did not start" | tee -a "$LOG"; exit 1; }
   for shape in $SHAPES; do
-    run_bench "$shape" "$transport" echo_raw "$raw" "$proto"
-    run_min "$shape" "$transport" min_proto "$proto"
-    run_min "$shape" "$transport" min_raw "$raw"
-    if [ -n "$nc" ]; then
-      run_bench "$shape" "$transport" server_no_compute "$nc" "$proto"
-    else
-      note_na "$shape" "$transport" server_no_compute "$nc_fail"
-    fi
+    for call in $CALLS; do
+      label=$(call_label "$transport" "$call")
+      # shellcheck disable=SC2046  # no flags or one
+      run_bench "$shape" "$label" echo_raw "$raw" "$proto" $(call_flags "$call")
+      if [ "$call" = unary ]; then
+        run_min "$shape" "$transport" min_proto "$proto"
+        run_min "$shape" "$transport" min_raw "$raw"
+      fi
+      if [ -n "$nc" ]; then
+        # shellcheck disable=SC2046
+        run_bench "$shape" "$label" server_no_compute "$nc" "$proto" $(call_flags "$call")
+      else
+        note_na "$shape" "$label" server_no_compute "$nc_fail"
+      fi
+    done
   done
   stop "$nc_pid"
   if [ "$KERNELS" = 1 ]; then
     start server_k_$transport "$GDN_SERVER" "${server_flags[@]}" --listen="$(listen_for "$transport" server_k)"
     k=$ADDR; k_fail=$FAIL; k_pid=$LAST_PID
     for shape in $SHAPES; do
-      if [ -n "$k" ]; then run_bench "$shape" "$transport" server_kernels "$k" "$proto"
-      else note_na "$shape" "$transport" server_kernels "$k_fail"; fi
+      for call in $CALLS; do
+        label=$(call_label "$transport" "$call")
+        # shellcheck disable=SC2046
+        if [ -n "$k" ]; then run_bench "$shape" "$label" server_kernels "$k" "$proto" $(call_flags "$call")
+        else note_na "$shape" "$label" server_kernels "$k_fail"; fi
+      done
     done
     stop "$k_pid"
   fi
@@ -228,7 +248,7 @@ fi
   echo "date $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "host $(hostname) $(nproc) cores"
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/^/gpu /'
-  echo "backend $BACKEND layers $LAYERS arm_s $ARM_S prefill_s $PREFILL_S turns $TURNS"
+  echo "backend $BACKEND layers $LAYERS arm_s $ARM_S prefill_s $PREFILL_S turns $TURNS calls $CALLS"
 } > "$OUT/meta.txt"
 python3 bench/request_path/summarize.py "$OUT" | tee -a "$LOG"
 say "done: $OUT/results.md"

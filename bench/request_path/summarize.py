@@ -82,8 +82,9 @@ def main(out):
     meta = open(os.path.join(out, "meta.txt")).read().strip().splitlines()
     commands = open(os.path.join(out, "commands.txt")).read().strip()
     cores = next((int(l.split()[2]) for l in meta if l.startswith("host ")), 0)
+    order = ["tcp", "tcp-stream", "unix", "unix-stream", "before"]
     keys = sorted(arms, key=lambda k: (list(SHAPE_NAMES).index(k[0]) if k[0] in SHAPE_NAMES else 9,
-                                      ["tcp", "unix", "before"].index(k[1]) if k[1] in ("tcp", "unix", "before") else 9))
+                                      order.index(k[1]) if k[1] in order else 9))
     lines = ["# Request path: one Forward call, server vs echo", ""]
     lines += ["    " + l for l in meta]
     lines.append("")
@@ -96,7 +97,8 @@ def main(out):
         "(protobuf parses and serializes); *echo raw*: --mode=raw (scanned and encoded in place); "
         "*server*: gdn-server. Every gdn-bench arm ran with --compare_echo against the proto echo; "
         "its ratios are to that same-run echo. *min client*: gdn-min-client, one request built once. "
-        "*before*: every end at gRPC's default transport settings.",
+        "*before*: every end at gRPC's default transport settings. *-stream*: gdn-bench --transport=stream, "
+        "one ForwardStream per lane against the server and both echoes alike (raw bytes on the client).",
         "",
         "| shape | transport | echo proto | echo raw | raw ÷ proto P50 | min client proto | min client raw "
         "| gdn-bench ÷ min client P50 (raw; not interleaved) | server no-compute | ÷ proto echo P50 / P99 "
@@ -128,18 +130,20 @@ def main(out):
             lines.append("- n/a %s %s %s: %s" % (shape, transport, arm, why or "did not start"))
     lines += ["", "## Targets", ""]
     for shape in ENGINE["shapes"]:
-        a = arms.get((shape, "tcp"), {}).get("server_no_compute")
-        if a and "na" not in a:
-            lines.append("- engine overhead, %s, TCP: no-compute ÷ proto echo P50 %s (<= %.2f), P99 %s (<= %.2f)" % (
-                SHAPE_NAMES[shape], fmt(a["p50_ratio"], ENGINE["p50"]), ENGINE["p50"],
-                fmt(a["p99_ratio"], ENGINE["p99"]), ENGINE["p99"]))
+        for tcp, name in (("tcp", "TCP"), ("tcp-stream", "TCP stream")):
+            a = arms.get((shape, tcp), {}).get("server_no_compute")
+            if a and "na" not in a:
+                lines.append("- engine overhead, %s, %s: no-compute ÷ proto echo P50 %s (<= %.2f), P99 %s (<= %.2f)" % (
+                    SHAPE_NAMES[shape], name, fmt(a["p50_ratio"], ENGINE["p50"]), ENGINE["p50"],
+                    fmt(a["p99_ratio"], ENGINE["p99"]), ENGINE["p99"]))
     for shape in TRANSPORT["shapes"]:
-        a = arms.get((shape, "tcp"), {}).get("server_no_compute")
-        u = arms.get((shape, "unix"), {}).get("server_no_compute")
-        if a and "na" not in a:
-            lines.append("- transport, %s: no-compute ÷ proto echo P50, TCP %s (<= %.2f); Unix socket %s" % (
-                SHAPE_NAMES[shape], fmt(a["p50_ratio"], TRANSPORT["p50"]), TRANSPORT["p50"],
-                fmt(u["p50_ratio"]) if u and "na" not in u else "n/a"))
+        for tcp, unix, name in (("tcp", "unix", ""), ("tcp-stream", "unix-stream", " (stream)")):
+            a = arms.get((shape, tcp), {}).get("server_no_compute")
+            u = arms.get((shape, unix), {}).get("server_no_compute")
+            if a and "na" not in a:
+                lines.append("- transport%s, %s: no-compute ÷ proto echo P50, TCP %s (<= %.2f); Unix socket %s" % (
+                    name, SHAPE_NAMES[shape], fmt(a["p50_ratio"], TRANSPORT["p50"]), TRANSPORT["p50"],
+                    fmt(u["p50_ratio"]) if u and "na" not in u else "n/a"))
     for shape, c in sorted(costs.items(), key=lambda kv: list(SHAPE_NAMES).index(kv[0])):
         med = c["median"]
         lines.append("- client cost, %s, TCP, client_cost.sh (%d alternating turns on the raw echo): gdn-bench "

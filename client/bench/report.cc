@@ -256,7 +256,7 @@ std::string FormatTextReport(const BenchResult& r, const BenchResult* ceiling) {
       c.label.empty() ? "" : " [" + c.label + "]", c.server, r.server.backend(), r.server.device(),
       s.num_qk_heads(), s.num_v_heads(), s.head_dim_k(), s.head_dim_v(),
       v1::DType_Name(s.activation_dtype()), s.state_dtype(), load, c.sessions_per_call,
-      c.stream ? "streaming (protobuf)" : "unary (raw bytes)", r.workers, c.channels,
+      c.stream ? "streaming (raw bytes)" : "unary (raw bytes)", r.workers, c.channels,
       TransportName(c.transport), c.layers,
       c.trace.empty() ? c.prefill_tokens.ToString() : "trace",
       c.trace.empty() ? c.decode_steps.ToString() : "trace", c.think_ms,

@@ -8,6 +8,7 @@
 #include "client/bench/cuda_ipc_transport.h"
 #include "client/forward_parts_split.h"
 #include "client/raw_forward.h"
+#include "client/raw_forward_stream.h"
 #include "client/retry.h"
 #include "client/routing_key.h"
 
@@ -19,8 +20,9 @@ struct SessionRunner::Lane {
   std::vector<int64_t> positions;
   std::vector<SessionWork> work;
   int32_t keep_interval = 0;  // prefills keep states (--fork_at_checkpoint)
-  std::unique_ptr<ForwardStream> stream;  // streaming transport only
-  RawCallOptions raw;                     // unary: the client's call settings, the lane's route
+  RawCallOptions raw;  // the client's call settings, the lane's route
+  std::unique_ptr<RawForwardStream> stream;  // --transport=stream: open, or null
+  uint64_t next_request_id = 1;               // stream requests carry ids 1, 2, ...
   std::unique_ptr<RegionTransport::Output> o_region;  // shm / cuda_ipc: where o goes
 };
 
@@ -125,12 +127,11 @@ bool SessionRunner::Forward(Lane& lane, const std::vector<SequenceSlot>& seqs, i
   int64_t tokens = 0;
   for (const SequenceSlot& s : seqs) tokens += s.num_tokens;
   const CallType type = prefill ? CallType::kPrefill : CallType::kDecode;
-  if (lane.stream != nullptr) return ForwardOnStream(lane, seqs, layer, type, tokens, rng);
 
-  // Unary: built in place and encoded before the clock starts; the tensors
-  // are references into the factory's pool, split (when over the message
-  // limit) into parts that reference sub-ranges of it: no tensor byte is
-  // copied on the client. The clock covers the RPCs only.
+  // Built in place and encoded before the clock starts; the tensors are
+  // references into the factory's pool, split (when over the message limit)
+  // into parts that reference sub-ranges of it: no tensor byte is copied on
+  // the client. The clock covers the RPCs only.
   absl::StatusOr<std::vector<ForwardPartRefs>> parts = SplitForwardRequestParts(
       factory_->BuildParts(layer, seqs, rng), message_limit_);
   if (parts.ok() && (config_.shm || config_.cuda_ipc)) {
@@ -142,62 +143,96 @@ bool SessionRunner::Forward(Lane& lane, const std::vector<SequenceSlot>& seqs, i
     }
   }
   std::vector<grpc::ByteBuffer> messages;
+  std::vector<uint64_t> ids;  // stream: each part's request id
   if (parts.ok()) {
     messages.resize(parts->size());
     for (size_t p = 0; p < parts->size(); ++p) {
+      if (config_.stream) {
+        (*parts)[p].request.request_id = lane.next_request_id++;
+        ids.push_back((*parts)[p].request.request_id);
+      }
       grpc::ByteBuffer encoded = wire::EncodeForwardRequest((*parts)[p].request);
       messages[p].Swap(&encoded);  // ByteBuffer has no move; a copy would allocate
     }
   }
   const Clock::time_point t0 = Clock::now();
   absl::Status status = parts.status();
-  for (size_t p = 0; p < messages.size() && status.ok(); ++p) {
-    if (config_.channel) {
-      status = channel_ != nullptr
-                   ? channel_->Forward(static_cast<uint32_t>(lane.index), messages[p]).status()
-                   : channel_status_;
-    } else {
-      status = ForwardRaw(client_->channel(), messages[p], lane.raw).status();
-    }
-    if (!status.ok() && messages.size() > 1) {
-      status = absl::Status(status.code(), absl::StrCat("part ", p + 1, " of ", messages.size(),
-                                                        " of a split Forward: ", status.message()));
+  if (status.ok() && config_.stream) {
+    status = ForwardOnStream(lane, messages, ids);
+  } else {
+    for (size_t p = 0; p < messages.size() && status.ok(); ++p) {
+      if (config_.channel) {
+        status = channel_ != nullptr
+                     ? channel_->Forward(static_cast<uint32_t>(lane.index), messages[p]).status()
+                     : channel_status_;
+      } else {
+        status = ForwardRaw(client_->channel(), messages[p], lane.raw).status();
+      }
+      if (!status.ok() && messages.size() > 1) {
+        status = absl::Status(status.code(), absl::StrCat("part ", p + 1, " of ", messages.size(),
+                                                          " of a split Forward: ",
+                                                          status.message()));
+      }
     }
   }
   const Clock::time_point t1 = Clock::now();
   // Parts the client split it into (the server counts each).
-  recorder_->RecordCall(type, t0, t1, status, tokens,
-                        std::max<int64_t>(1, static_cast<int64_t>(messages.size())));
+  const int64_t rpcs = std::max<int64_t>(1, static_cast<int64_t>(messages.size()));
+  if (config_.stream) {
+    // The server counts each stream message as one "ForwardStream" request.
+    for (int64_t i = 0; i < rpcs; ++i) recorder_->RecordRpc("ForwardStream", status);
+    recorder_->RecordCall(type, t0, t1, status, tokens, 0);
+  } else {
+    recorder_->RecordCall(type, t0, t1, status, tokens, rpcs);
+  }
   return status.ok();
 }
 
-bool SessionRunner::ForwardOnStream(Lane& lane, const std::vector<SequenceSlot>& seqs, int layer,
-                                    CallType type, int64_t tokens, std::mt19937_64& rng) {
-  // The stream stays on protobuf messages (the rows are copied in).
-  v1::ForwardRequest request = factory_->Build(layer, seqs, rng);
+absl::Status SessionRunner::ForwardOnStream(Lane& lane, const std::vector<grpc::ByteBuffer>& parts,
+                                            const std::vector<uint64_t>& ids) {
   const GdnClientOptions& o = client_->options();
-  const Clock::time_point t0 = Clock::now();
-  absl::Status status = CallWithRetry(o.retry, o.on_retry, "ForwardStream", [&](int attempt) {
+  std::vector<bool> answered(parts.size(), false);
+  return CallWithRetry(o.retry, o.on_retry, "ForwardStream", [&](int attempt) -> absl::Status {
     // A stream that failed with UNAVAILABLE may be broken (its server
-    // drained): resend on a new one, which the proxy routes anew.
-    if (attempt > 1) lane.stream = client_->OpenForwardStream(RoutingKey(lane.ids[0]));
-    absl::StatusOr<uint64_t> sent = lane.stream->Send(request);
-    if (!sent.ok()) return sent.status();
-    return lane.stream->Receive().status();
+    // drained): the parts not yet answered go again on a new one, which the
+    // proxy routes anew. Every part goes out before the first response is
+    // read (pipelined).
+    if (attempt > 1 || lane.stream == nullptr) {
+      lane.stream.reset();
+      absl::StatusOr<std::unique_ptr<RawForwardStream>> opened =
+          RawForwardStream::Open(client_->channel(), lane.raw);
+      if (!opened.ok()) return opened.status();
+      lane.stream = *std::move(opened);
+    }
+    std::vector<size_t> sent;
+    absl::Status first_error;
+    for (size_t p = 0; p < parts.size(); ++p) {
+      if (answered[p]) continue;
+      first_error = lane.stream->Send(parts[p], ids[p]);
+      if (!first_error.ok()) break;
+      sent.push_back(p);
+    }
+    for (size_t p : sent) {
+      const absl::Status received = lane.stream->Receive().status();
+      answered[p] = received.ok();
+      if (!received.ok() && first_error.ok()) {
+        first_error = parts.size() == 1
+                          ? received
+                          : absl::Status(received.code(),
+                                         absl::StrCat("part ", p + 1, " of ", parts.size(),
+                                                      " of a split Forward: ", received.message()));
+      }
+    }
+    return first_error;
   });
-  const Clock::time_point t1 = Clock::now();
-  // The server counts each stream message as one "ForwardStream" request.
-  recorder_->RecordRpc("ForwardStream", status);
-  recorder_->RecordCall(type, t0, t1, status, tokens, 0);
-  return status.ok();
 }
 
 bool SessionRunner::RunLane(Lane& lane, Clock::time_point start, std::mt19937_64& rng,
                             bool session_metrics) {
+  lane.raw = RawCallOptionsFor(client_->options(), RoutingKey(lane.ids[0]));
   if (config_.stream) {
-    lane.stream = client_->OpenForwardStream(RoutingKey(lane.ids[0]));
-  } else {
-    lane.raw = RawCallOptionsFor(client_->options(), RoutingKey(lane.ids[0]));
+    // The stream is the lane's whole life: no per-call deadline on it.
+    lane.raw.deadline = absl::InfiniteDuration();
   }
   bool ok = true;
   bool first_output_seen = false;

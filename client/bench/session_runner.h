@@ -3,12 +3,12 @@
 // call, the sessions' time to first output and their decode step times into
 // the Recorder. Forward goes unary or over one ForwardStream per group.
 //
-// Unary Forward takes the raw path (client/raw_forward.h): each request is
+// Forward takes the raw path, unary (client/raw_forward.h) or over one
+// ForwardStream per lane (client/raw_forward_stream.h): each request is
 // built once, in place (tensors referencing the factory's pool), split
 // without copying when over the message limit (client/forward_parts_split.h)
 // and encoded before its clock starts, so the recorded latency is the RPCs'
-// and the client copies no tensor byte. The stream transport stays on
-// protobuf messages (GdnClient's ForwardStream).
+// and the client copies no tensor byte.
 //
 // A unit stops early, without counting an error, when `stop_at` passes; it
 // stops at its first failed call (recorded), and closes what it created
@@ -17,7 +17,7 @@
 // Session ids are picked here (client/routing_key.h) so that the run works
 // through a proxy routing on the session: the sessions of one Forward share
 // one routing key (a group per lane; a fork's children take the parent's).
-// UNAVAILABLE is retried (the client's policy): unary calls by GdnClient, a
+// UNAVAILABLE is retried (the client's policy): unary calls by ForwardRaw, a
 // stream by opening a new one and resending the unanswered request.
 #ifndef GDN_CLIENT_BENCH_SESSION_RUNNER_H_
 #define GDN_CLIENT_BENCH_SESSION_RUNNER_H_
@@ -33,6 +33,7 @@
 #include "client/bench/shm_transport.h"
 #include "client/bench/workload.h"
 #include "client/gdn_client.h"
+#include "grpcpp/support/byte_buffer.h"
 
 namespace gdn::client::bench {
 
@@ -70,8 +71,10 @@ class SessionRunner {
   bool RunLane(Lane& lane, Clock::time_point start, std::mt19937_64& rng, bool session_metrics);
   bool Forward(Lane& lane, const std::vector<SequenceSlot>& seqs, int layer, bool prefill,
                std::mt19937_64& rng);
-  bool ForwardOnStream(Lane& lane, const std::vector<SequenceSlot>& seqs, int layer, CallType type,
-                       int64_t tokens, std::mt19937_64& rng);
+  // --transport=stream: the encoded parts (request ids `ids`) over the
+  // lane's stream, opened on first use; all sent, then all received.
+  absl::Status ForwardOnStream(Lane& lane, const std::vector<grpc::ByteBuffer>& parts,
+                               const std::vector<uint64_t>& ids);
   // `n` sessions, in lanes of sessions_per_call sharing one routing key.
   bool CreateSessions(int n, std::vector<std::string>* ids);
   // `at`: fork at that kept position (--fork_at_checkpoint), else at the end.

@@ -20,7 +20,9 @@
 # PACK_ON_FLAGS, PACK_SHAPES, PACK_TRANSPORTS, PACK_ROUNDS, PACK_S); lone:
 # decode 1 x 1 kernels against no-compute with the server's metrics;
 # LONE_ARMS picks the arms, LONE_SPC the sessions per call, e.g. "1 32 256";
-# LONE_S seconds per run, LONE_ROUNDS rounds (3)). TESTS: the GPU tests to run (default the three above),
+# LONE_S seconds per run, LONE_ROUNDS rounds (3), LONE_BENCH_FLAGS more
+# gdn-bench flags, e.g. --transport=stream). CALLS="unary stream" is passed
+# to run.sh (bench: stream arms beside the unary ones). TESTS: the GPU tests to run (default the three above),
 # TEST_TIMEOUT seconds each (90). Writes under $OUT (few files).
 set -u
 cd "$(dirname "$0")/../.."
@@ -112,7 +114,7 @@ if want lone; then
       timeout 30 $B/gdn-bench --server="$grpc" --control=$control --metrics="$metrics" --layers=4 \
         --sessions=$spc --sessions_per_call=$spc --prefill_tokens=0 --decode_steps=1000000 \
         --duration_s=${LONE_S:-2} --warmup_s=0.5 --progress=false --json_out=/tmp/$run.json \
-        > /tmp/$run.txt 2>&1
+        ${LONE_BENCH_FLAGS:-} > /tmp/$run.txt 2>&1
       grep -E "^ +decode +[0-9]|queue|kernel calls" /tmp/$run.txt | head -6 | tee -a "$LOG"
       kill -TERM $spid 2>/dev/null; wait $spid 2>/dev/null
     done

@@ -90,16 +90,23 @@ TEST(CompareEchoTest, AnEchoOfAnotherShapeIsRefused) {
 TEST(CompareEchoTest, RequestsOverTheLimitAreSplitIntoSeveralRpcs) {
   std::unique_ptr<echo::EchoServer> server = StartEcho(echo::EchoMode::kRaw);
   ASSERT_NE(server, nullptr);
-  BenchConfig c = Workload(server->address());
-  c.sessions = c.sessions_per_call = 1;
-  c.rounds = 1;
-  c.prefill_tokens = LengthSpec::Fixed(1000);  // 224 bytes a token: ~219 KiB
-  c.max_message_bytes = 100000;                // ~150 tokens a part
-  absl::StatusOr<BenchResult> r = RunBench(c);
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->measured.failed_calls(), 0);
-  EXPECT_EQ(r->measured.prefill().calls, 2);
-  EXPECT_GT(r->rpcs.Total("Forward"), r->measured.forward_calls() + 2 * 4);
+  // Unary: one RPC per part; stream: the parts pipelined on the lane's stream.
+  for (const bool stream : {false, true}) {
+    BenchConfig c = Workload(server->address());
+    c.stream = stream;
+    c.sessions = c.sessions_per_call = 1;
+    c.rounds = 1;
+    c.prefill_tokens = LengthSpec::Fixed(1000);  // 224 bytes a token: ~219 KiB
+    c.max_message_bytes = 100000;                // ~150 tokens a part
+    absl::StatusOr<BenchResult> r = RunBench(c);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->measured.failed_calls(), 0) << stream;
+    EXPECT_EQ(r->measured.prefill().calls, 2) << stream;
+    EXPECT_GT(r->rpcs.Total(stream ? "ForwardStream" : "Forward"),
+              r->measured.forward_calls() + 2 * 4)
+        << stream;
+    EXPECT_EQ(r->rpcs.Total(stream ? "Forward" : "ForwardStream"), 0) << stream;
+  }
 }
 
 std::string ReadFile(const std::string& path) {
