@@ -157,6 +157,25 @@ TEST(FirstNonFiniteTest, EveryPatternAtEveryPlaceOfABlock) {
   }
 }
 
+// Lengths through every path of the scan (large blocks, small blocks, the
+// element-by-element rest; a gRPC slice may end anywhere), two bad values
+// per draw: the first one is found.
+TEST(FirstNonFiniteTest, TheFirstOfTwoInAnyLength) {
+  std::mt19937 rng(11);
+  for (size_t n : {1ul, 2ul, 63ul, 64ul, 65ul, 127ul, 200ul, 4095ul, 4096ul, 4097ul, 4160ul,
+                   4161ul, 8191ul, 4096ul * 3 + 64 * 5 + 17}) {
+    std::vector<uint16_t> data(n, 0x3f80);  // bf16 1.0
+    for (int draw = 0; draw < 40; ++draw) {
+      const size_t a = rng() % n, b = rng() % n;
+      data[a] = 0x7fc0;  // NaN
+      data[b] = 0xff80;  // -Inf
+      ASSERT_EQ(FirstNonFinite(data.data(), n, DType::kBF16), std::min(a, b)) << "n " << n;
+      data[a] = data[b] = 0x3f80;
+    }
+    ASSERT_EQ(FirstNonFinite(data.data(), n, DType::kBF16), n) << "n " << n;
+  }
+}
+
 TEST(TensorCodecOverflowTest, LargeFiniteFp32BecomesInfInBf16) {
   // The wire rounding itself can create an Inf: 3.4e38 is finite in fp32 but
   // rounds to +Inf in fp16; the server checks what is on the wire.
