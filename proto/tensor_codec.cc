@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -161,28 +160,15 @@ GDN_CPU_CLONES size_t FirstNonFinite(const char* data, size_t n) {
   constexpr Bits kLowestExponentBit = kExponentMask & (~kExponentMask + 1);
   constexpr Bits kSignBit = static_cast<Bits>(Bits{1} << (8 * sizeof(Bits) - 1));
   static_assert(static_cast<Bits>(kExponentMask + kLowestExponentBit) == kSignBit);
-  // Blocks have a constant trip count, which GCC's -O2 vectoriser needs:
-  // large ones, then small ones for the rest, so that at most kSmallBlock - 1
-  // elements go one by one (a scalar tail of up to 4095 was 17x slower per
-  // element, and a request's pieces are gRPC slices of any length).
-  constexpr size_t kBlock = 4096, kSmallBlock = 64;
-  auto block_bad = [&](size_t start, auto block) {
+  const size_t start = SkipCleanBlocks<4096, 64>(n, [&](size_t at, auto block) {
     Bits carry = 0;
     for (size_t i = 0; i < decltype(block)::value; ++i) {
       Bits bits;
-      std::memcpy(&bits, data + sizeof(Bits) * (start + i), sizeof(Bits));
+      std::memcpy(&bits, data + sizeof(Bits) * (at + i), sizeof(Bits));
       carry |= static_cast<Bits>((bits & kExponentMask) + kLowestExponentBit);
     }
-    return (carry & kSignBit) != 0;
-  };
-  size_t start = 0;
-  while (start + kBlock <= n && !block_bad(start, std::integral_constant<size_t, kBlock>{})) {
-    start += kBlock;
-  }
-  while (start + kSmallBlock <= n &&
-         !block_bad(start, std::integral_constant<size_t, kSmallBlock>{})) {
-    start += kSmallBlock;
-  }
+    return (carry & kSignBit) == 0;
+  });
   for (size_t i = start; i < n; ++i) {
     if (IsNonFinite<Bits, kExponentMask>(data, i)) return i;
   }

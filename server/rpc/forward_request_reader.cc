@@ -5,7 +5,6 @@
 #include <limits>
 #include <string>
 #include <tuple>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -43,25 +42,16 @@ absl::Status MustBeAbsent(const TensorField& t, absl::string_view field, GatingM
 }
 
 // fp32 values that must lie in [lo, hi]: the index of the first that does
-// not, or n. Branch-free blocks, large then small, as FirstNonFinite (and
-// built per x86-64 level like it: proto/cpu_clones.h).
+// not, or n. Branch-free blocks as FirstNonFinite (SkipCleanBlocks, built
+// per x86-64 level like it: proto/cpu_clones.h).
 GDN_CPU_CLONES size_t FirstOutOfRange(const float* x, size_t n, float lo, float hi) {
-  constexpr size_t kBlock = 1024, kSmallBlock = 64;
-  auto block_bad = [&](size_t start, auto block) {
+  const size_t start = SkipCleanBlocks<1024, 64>(n, [&](size_t at, auto block) {
     unsigned bad = 0;
     for (size_t i = 0; i < decltype(block)::value; ++i) {
-      bad |= !(x[start + i] >= lo && x[start + i] <= hi);
+      bad |= !(x[at + i] >= lo && x[at + i] <= hi);
     }
-    return bad != 0;
-  };
-  size_t start = 0;
-  while (start + kBlock <= n && !block_bad(start, std::integral_constant<size_t, kBlock>{})) {
-    start += kBlock;
-  }
-  while (start + kSmallBlock <= n &&
-         !block_bad(start, std::integral_constant<size_t, kSmallBlock>{})) {
-    start += kSmallBlock;
-  }
+    return bad == 0;
+  });
   for (size_t i = start; i < n; ++i) {
     if (!(x[i] >= lo && x[i] <= hi)) return i;
   }
