@@ -26,6 +26,17 @@ struct SessionRunner::Lane {
   std::unique_ptr<RegionTransport::Output> o_region;  // shm / cuda_ipc: where o goes
 };
 
+namespace {
+
+// Part p's status, its place named when the Forward was split in parts.
+absl::Status PartStatus(const absl::Status& status, size_t p, size_t parts) {
+  if (status.ok() || parts <= 1) return status;
+  return absl::Status(status.code(), absl::StrCat("part ", p + 1, " of ", parts,
+                                                  " of a split Forward: ", status.message()));
+}
+
+}  // namespace
+
 UnitPlan MakeUnitPlan(const BenchConfig& config, std::mt19937_64& rng,
                       const TraceRecord* trace_record) {
   UnitPlan plan;
@@ -168,11 +179,7 @@ bool SessionRunner::Forward(Lane& lane, const std::vector<SequenceSlot>& seqs, i
       } else {
         status = ForwardRaw(client_->channel(), messages[p], lane.raw).status();
       }
-      if (!status.ok() && messages.size() > 1) {
-        status = absl::Status(status.code(), absl::StrCat("part ", p + 1, " of ", messages.size(),
-                                                          " of a split Forward: ",
-                                                          status.message()));
-      }
+      status = PartStatus(status, p, messages.size());
     }
   }
   const Clock::time_point t1 = Clock::now();
@@ -215,13 +222,7 @@ absl::Status SessionRunner::ForwardOnStream(Lane& lane, const std::vector<grpc::
     for (size_t p : sent) {
       const absl::Status received = lane.stream->Receive().status();
       answered[p] = received.ok();
-      if (!received.ok() && first_error.ok()) {
-        first_error = parts.size() == 1
-                          ? received
-                          : absl::Status(received.code(),
-                                         absl::StrCat("part ", p + 1, " of ", parts.size(),
-                                                      " of a split Forward: ", received.message()));
-      }
+      if (first_error.ok()) first_error = PartStatus(received, p, parts.size());
     }
     return first_error;
   });
