@@ -67,8 +67,9 @@ class Backend {
   virtual absl::StatusOr<void*> Allocate(size_t bytes) = 0;
   virtual void Free(void* ptr) = 0;
   // Host memory suited for fast transfers (pinned for cuda; the device can
-  // also read it directly, which BackendStream::Gather relies on). Safe from
-  // any thread.
+  // also read and write it directly, which BackendStream::Gather and the
+  // engine's zero-copy decode rely on: kernels given pointers into it). Safe
+  // from any thread.
   virtual absl::StatusOr<void*> AllocateHost(size_t bytes) = 0;
   virtual void FreeHost(void* ptr) = 0;
 

@@ -397,6 +397,47 @@ TEST_F(EngineTest, DeviceRegionsAreReadAndWrittenByTheKernelInPlace) {
   }
 }
 
+// Zero-copy decode (--zero_copy_decode_seqs): a decode call of at most that
+// many sequences runs with no copy on the stream (the kernel reads the
+// call's block and writes o into the block the response is sent from); a
+// larger decode call and a prefill are copied up and down as before. Every
+// call gets its own rows back either way.
+TEST_F(EngineTest, SmallDecodeCallsRunWithoutCopiesLargerOnesAndPrefillsAreCopied) {
+  ServerConfig config = SmallConfig();
+  config.zero_copy_decode_seqs = 2;
+  Start(config);
+  CreateSessions({"a", "b", "c"});
+  auto copies_since = [&](size_t from) {
+    const std::vector<Op> log = backend_->Log();
+    int uploads = 0, downloads = 0;
+    for (size_t i = from; i < log.size(); ++i) {
+      uploads += log[i].kind == Op::kUpload || log[i].kind == Op::kGather;
+      downloads += log[i].kind == Op::kDownload;
+    }
+    return std::make_pair(uploads, downloads);
+  };
+
+  size_t from = backend_->Log().size();
+  absl::StatusOr<ForwardResult> small = Get(Submit(0, {{"a", 0, 1}, {"b", 0, 1}}, 1));
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_THAT(RowTags(*small), testing::ElementsAre(1000, 1001));
+  EXPECT_EQ(copies_since(from), std::make_pair(0, 0));
+
+  from = backend_->Log().size();
+  absl::StatusOr<ForwardResult> large =
+      Get(Submit(0, {{"a", 1, 1}, {"b", 1, 1}, {"c", 0, 1}}, 2));
+  ASSERT_TRUE(large.ok()) << large.status();
+  EXPECT_THAT(RowTags(*large), testing::ElementsAre(2000, 2001, 2002));
+  EXPECT_EQ(copies_since(from), std::make_pair(1, 1));
+
+  from = backend_->Log().size();
+  absl::StatusOr<ForwardResult> prefill = Get(Submit(1, {{"a", 0, kMaxDecodeTokens + 1}}, 3));
+  ASSERT_TRUE(prefill.ok()) << prefill.status();
+  EXPECT_EQ(RowTags(*prefill).size(), static_cast<size_t>(kMaxDecodeTokens + 1));
+  EXPECT_EQ(RowTags(*prefill)[kMaxDecodeTokens], 3000 + kMaxDecodeTokens);
+  EXPECT_EQ(copies_since(from), std::make_pair(1, 1));
+}
+
 // A call whose check_before_start refuses (its region was unregistered)
 // fails without running anything and changes no position.
 TEST_F(EngineTest, ACallRefusedBeforeItStartsRunsNothing) {
