@@ -42,6 +42,7 @@ namespace gdn::bench {
 namespace {
 
 constexpr size_t kRotationBytes = size_t{256} << 20;
+constexpr int kRandomPages = 8;  // filled on the host; every other page copies one
 
 std::string Flag(int argc, char** argv, const std::string& name, const std::string& def) {
   const std::string prefix = "--" + name + "=";
@@ -195,7 +196,7 @@ absl::Status RunBatch(const GdnOptions& options, int batch, int calls, int round
     std::normal_distribution<float> normal;
     const bool bf16 = options.state_dtype == StateDType::kBF16;
     for (int32_t i = 0; i < num_pages; ++i) {
-      if (i < 2 * batch) {  // the rest copy these: filling 256 MiB on the host is slow
+      if (i < kRandomPages) {  // the rest copy these: filling 256 MiB on the host is slow
         for (size_t j = 0; j < page.size() / (bf16 ? 2 : 4); ++j) {
           const float x = 0.1f * normal(rng);
           if (bf16) {
@@ -208,7 +209,7 @@ absl::Status RunBatch(const GdnOptions& options, int batch, int calls, int round
                                             page.size(), cudaMemcpyHostToDevice));
       } else {
         GDN_CUDA_RETURN_IF_ERROR(cudaMemcpy(b.pool + pages.page_bytes * i,
-                                            b.pool + pages.page_bytes * (i % (2 * batch)),
+                                            b.pool + pages.page_bytes * (i % kRandomPages),
                                             pages.page_bytes, cudaMemcpyDeviceToDevice));
       }
     }
