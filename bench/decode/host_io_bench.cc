@@ -1,14 +1,16 @@
 // The device phase of one decode layer call as the server runs it, timed
 // on the host per call (wall clock, one call at a time, the engine's spin on
-// an event), three ways:
+// an event), four ways:
 //   copies:  the request's pinned input block (q | k | v | g | beta | cu |
 //            page ids, the server's one-upload layout) copied to the device,
 //            the kernel, o copied back into pinned memory;
 //   mapped:  the kernel reading that pinned block where it lies and writing
 //            o into pinned memory itself (zero-copy: no copy on the stream);
+//   o_host:  the input block copied, o written into pinned memory by the
+//            kernel (no copy back);
 //   kernel:  the kernel alone on device buffers (the floor).
-// Before timing, `copies` and `mapped` run once each from two identical page
-// sets and their o and final states must be bitwise equal.
+// Before timing, each way runs once from identical states: o and the final
+// states must be bitwise equal to the copies' way.
 //
 //   decode_host_io_bench [--batches=1,8,32,64,128,256] [--calls=2000]
 //                        [--rounds=3] [--state=fp32|bf16]
@@ -131,9 +133,17 @@ cuda::RecurrentParams ParamsOver(const GdnOptions& options, const char* in, cons
   return p;
 }
 
-enum class Arm { kCopies, kMapped, kKernel };
+enum class Arm { kCopies, kMapped, kOHost, kKernel };
+constexpr Arm kArms[] = {Arm::kCopies, Arm::kMapped, Arm::kOHost, Arm::kKernel};
+constexpr int kNumArms = 4;
 const char* ArmName(Arm a) {
-  return a == Arm::kCopies ? "copies" : a == Arm::kMapped ? "mapped" : "kernel";
+  switch (a) {
+    case Arm::kCopies: return "copies";
+    case Arm::kMapped: return "mapped";
+    case Arm::kOHost: return "o_host";
+    case Arm::kKernel: return "kernel";
+  }
+  return "?";
 }
 
 struct Buffers {
@@ -149,12 +159,13 @@ absl::Status OneCall(Arm arm, const GdnOptions& options, const BlockLayout& l, c
                      int64_t page_bytes, int32_t num_pages, int batch, size_t o_bytes,
                      cudaStream_t stream, cudaEvent_t done) {
   const bool mapped = arm == Arm::kMapped;
-  if (arm == Arm::kCopies) {
+  const bool o_host = mapped || arm == Arm::kOHost;
+  if (arm == Arm::kCopies || arm == Arm::kOHost) {
     GDN_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(b.dev_in, b.host_in, l.bytes, cudaMemcpyHostToDevice, stream));
   }
   const cuda::RecurrentParams p =
-      ParamsOver(options, mapped ? b.host_in : b.dev_in, l, mapped ? b.host_o : b.dev_o, b.pool,
+      ParamsOver(options, mapped ? b.host_in : b.dev_in, l, o_host ? b.host_o : b.dev_o, b.pool,
                  page_bytes, num_pages, batch);
   if (absl::Status s = cuda::LaunchRecurrent(options, p, stream); !s.ok()) return s;
   if (arm == Arm::kCopies) {
@@ -176,7 +187,7 @@ absl::Status RunBatch(const GdnOptions& options, int batch, int calls, int round
   const BlockLayout l = BlockLayout::For(s, batch);
   const size_t o_bytes = size_t(batch) * s.num_v_heads * s.head_dim_v * 2;
   const int rotations = std::max<int>(
-      2, static_cast<int>((kRotationBytes + pages.page_bytes * batch - 1) /
+      4, static_cast<int>((kRotationBytes + pages.page_bytes * batch - 1) /
                           (pages.page_bytes * batch)));
   const int32_t num_pages = rotations * batch;
   void *host_in, *host_o, *dev_in, *dev_o, *pool;
@@ -190,7 +201,8 @@ absl::Status RunBatch(const GdnOptions& options, int batch, int calls, int round
   cudaEvent_t done;
   GDN_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
 
-  // Random states in every page (fp32 or bf16 normals scaled down).
+  // Random states (fp32 or bf16 normals scaled down) in kRandomPages pages,
+  // copied over the rest of the pool.
   {
     std::vector<char> page(pages.page_bytes);
     std::normal_distribution<float> normal;
@@ -216,45 +228,50 @@ absl::Status RunBatch(const GdnOptions& options, int batch, int calls, int round
   }
   FillBlock(b.host_in, l, s, batch, rng);
 
-  // Same result both ways: rotation 0 through copies, rotation 1 (made a
-  // copy of rotation 0's states first) mapped.
-  GDN_CUDA_RETURN_IF_ERROR(cudaMemcpy(b.pool + pages.page_bytes * batch, b.pool,
-                                      pages.page_bytes * batch, cudaMemcpyDeviceToDevice));
-  std::vector<char> o_copies(o_bytes), o_mapped(o_bytes);
-  std::vector<char> s_copies(pages.page_bytes * batch), s_mapped(s_copies.size());
-  SetPages(b.host_in, l, batch, 0);
-  if (absl::Status st = OneCall(Arm::kCopies, options, l, b, pages.page_bytes, num_pages, batch,
-                                o_bytes, stream, done);
-      !st.ok()) {
-    return st;
-  }
-  std::memcpy(o_copies.data(), b.host_o, o_bytes);
-  std::memset(b.host_o, 0xff, o_bytes);
-  SetPages(b.host_in, l, batch, 1);
-  if (absl::Status st = OneCall(Arm::kMapped, options, l, b, pages.page_bytes, num_pages, batch,
-                                o_bytes, stream, done);
-      !st.ok()) {
-    return st;
-  }
-  std::memcpy(o_mapped.data(), b.host_o, o_bytes);
-  GDN_CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(s_copies.data(), b.pool, s_copies.size(), cudaMemcpyDeviceToHost));
-  GDN_CUDA_RETURN_IF_ERROR(cudaMemcpy(s_mapped.data(), b.pool + pages.page_bytes * batch,
-                                      s_mapped.size(), cudaMemcpyDeviceToHost));
-  if (o_copies != o_mapped || s_copies != s_mapped) {
-    return absl::InternalError(absl::StrCat("batch ", batch,
-                                            ": mapped and copied inputs disagree (o ",
-                                            o_copies == o_mapped ? "equal" : "differs",
-                                            ", states ", s_copies == s_mapped ? "equal" : "differ",
-                                            ")"));
+  // Same result every way: rotation 0 through copies, then rotations 1
+  // and 2 (copies of rotation 0's states) mapped and o_host: o and the
+  // final states must be bitwise equal.
+  std::vector<char> o_copies(o_bytes), s_copies(pages.page_bytes * batch);
+  for (int check = 0; check < 3; ++check) {
+    const Arm arm = check == 0 ? Arm::kCopies : check == 1 ? Arm::kMapped : Arm::kOHost;
+    char* states = b.pool + pages.page_bytes * batch * check;
+    // Rotation 0's states are updated in place by its call: rotation 3
+    // keeps them as they were, for the other two.
+    if (check == 0) {
+      GDN_CUDA_RETURN_IF_ERROR(cudaMemcpy(b.pool + pages.page_bytes * batch * 3, b.pool,
+                                          pages.page_bytes * batch, cudaMemcpyDeviceToDevice));
+    } else {
+      GDN_CUDA_RETURN_IF_ERROR(cudaMemcpy(states, b.pool + pages.page_bytes * batch * 3,
+                                          pages.page_bytes * batch, cudaMemcpyDeviceToDevice));
+    }
+    std::memset(b.host_o, 0xff, o_bytes);
+    SetPages(b.host_in, l, batch, check);
+    if (absl::Status st = OneCall(arm, options, l, b, pages.page_bytes, num_pages, batch, o_bytes,
+                                  stream, done);
+        !st.ok()) {
+      return st;
+    }
+    std::vector<char> o(o_bytes), final_states(s_copies.size());
+    std::memcpy(o.data(), b.host_o, o_bytes);
+    GDN_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(final_states.data(), states, final_states.size(), cudaMemcpyDeviceToHost));
+    if (check == 0) {
+      o_copies = std::move(o);
+      s_copies = std::move(final_states);
+    } else if (o != o_copies || final_states != s_copies) {
+      return absl::InternalError(absl::StrCat(
+          "batch ", batch, ": ", ArmName(arm), " and copies disagree (o ",
+          o == o_copies ? "equal" : "differs", ", states ",
+          final_states == s_copies ? "equal" : "differ", ")"));
+    }
   }
 
   // Timed: arms take turns in rounds; each call moves to the next rotation.
-  const Arm arms[] = {Arm::kCopies, Arm::kMapped, Arm::kKernel};
-  std::vector<double> us[3];
+  const Arm* arms = kArms;
+  std::vector<double> us[kNumArms];
   int r = 0;
   for (int round = 0; round < rounds; ++round) {
-    for (int a = 0; a < 3; ++a) {
+    for (int a = 0; a < kNumArms; ++a) {
       for (int i = 0; i < calls + 50; ++i) {
         SetPages(b.host_in, l, batch, r);
         if (arms[a] == Arm::kKernel) {  // its page ids live on the device
@@ -275,12 +292,13 @@ absl::Status RunBatch(const GdnOptions& options, int batch, int calls, int round
     }
   }
   std::printf("batch %4d  in %8zu B  o %8zu B |", batch, l.bytes, o_bytes);
-  for (int a = 0; a < 3; ++a) {
+  for (int a = 0; a < kNumArms; ++a) {
     std::printf("  %s p50 %7.1f p99 %7.1f us", ArmName(arms[a]), Percentile(us[a], 0.5),
                 Percentile(us[a], 0.99));
   }
-  std::printf("  | mapped / copies p50 %.2f\n",
-              Percentile(us[1], 0.5) / Percentile(us[0], 0.5));
+  std::printf("  | p50 / copies: mapped %.2f, o_host %.2f\n",
+              Percentile(us[1], 0.5) / Percentile(us[0], 0.5),
+              Percentile(us[2], 0.5) / Percentile(us[0], 0.5));
   std::fflush(stdout);
   GDN_CUDA_RETURN_IF_ERROR(cudaEventDestroy(done));
   GDN_CUDA_RETURN_IF_ERROR(cudaFreeHost(b.host_in));

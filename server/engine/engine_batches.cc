@@ -141,13 +141,23 @@ absl::Status Engine::StageAndLaunch(Lane& lane) {
 
   // o comes down into an I/O block that the responses are sent from, unless
   // every call of the batch named an output region.
-  bool any_o_to_host = false;
-  for (const BatchEntry& e : lane.entries) any_o_to_host |= e.call->call->o_region == nullptr;
+  bool any_o_to_host = false, any_o_region = false;
+  for (const BatchEntry& e : lane.entries) {
+    any_o_to_host |= e.call->call->o_region == nullptr;
+    any_o_region |= e.call->call->o_region != nullptr;
+  }
   if (any_o_to_host) {
     absl::StatusOr<std::shared_ptr<IoBlock>> o_block = arena_->Acquire(o_bytes);
     if (!o_block.ok()) return o_block.status();
     lane.o_block = std::move(*o_block);
   }
+  // --decode_o_direct: a decode kernel writes o straight into that pinned
+  // block (Backend::AllocateHost memory is device-addressable; the writes
+  // are posted over the bus while the kernel streams its states), sparing
+  // the copy back and its latency. Not with output regions (their rows are
+  // copied from device memory) nor for prefill (o is large and written in
+  // chunk tiles).
+  const bool o_direct = lane.decode && config_.decode_o_direct && any_o_to_host && !any_o_region;
 
   // The batch's inputs otherwise: one copy of the whole block when the
   // batch is one whole call sent inline, else a gather of each entry's rows
@@ -185,15 +195,6 @@ absl::Status Engine::StageAndLaunch(Lane& lane) {
   const size_t items_at = AlignUp(pages_at + (2 * n + draft_slots) * sizeof(int32_t), 16);
   const size_t meta_at = InputLayout::Align(layout.bytes);  // the one-upload form
   const bool one_upload = block_call && meta_at + items_at <= first_block->capacity;
-  // Zero-copy decode: such a block (metadata in its slack) is read by the
-  // kernel where it lies in pinned host memory, and o is written straight
-  // into the pinned o block (Backend::AllocateHost memory is device-
-  // addressable): no copy on the stream. For small decode batches only
-  // (--zero_copy_decode_seqs): the kernel then reads its inputs over the
-  // bus, several times where tiles of a head share q and k, which a bulk
-  // copy outruns on large batches.
-  const bool zero_copy = lane.decode && one_upload && first_call.o_region == nullptr &&
-                         static_cast<int64_t>(n) <= config_.zero_copy_decode_seqs;
   std::vector<GatherCopy> items;
   if (block_call && !one_upload) {
     items.push_back({first_block->data, 0, layout.bytes});
@@ -214,17 +215,14 @@ absl::Status Engine::StageAndLaunch(Lane& lane) {
     }
   }
   const size_t meta_bytes = items_at + items.size() * sizeof(GatherCopy);
-  const size_t input_bytes = zero_copy    ? 0
-                             : one_upload ? meta_at + meta_bytes
-                             : direct_inputs ? 0
-                                             : layout.bytes;
+  const size_t input_bytes = one_upload ? meta_at + meta_bytes : direct_inputs ? 0 : layout.bytes;
   if (absl::Status s = lane.device_inputs.Reserve(input_bytes); !s.ok()) return s;
   if (!one_upload) {
     for (GrowBuffer* b : {&lane.host_meta, &lane.device_meta}) {
       if (absl::Status s = b->Reserve(meta_bytes); !s.ok()) return s;
     }
   }
-  if (!zero_copy) {
+  if (!o_direct) {
     if (absl::Status s = lane.device_o.Reserve(o_bytes); !s.ok()) return s;
   }
   char* meta = one_upload ? first_block->data + meta_at : lane.host_meta.data();
@@ -255,13 +253,13 @@ absl::Status Engine::StageAndLaunch(Lane& lane) {
   lane.cu = reinterpret_cast<const int32_t*>(meta);
 
   BackendStream& stream = *lane.stream;
-  char* inputs = zero_copy ? first_block->data : lane.device_inputs.data();
+  char* inputs = lane.device_inputs.data();
   char* device_meta = one_upload ? inputs + meta_at : lane.device_meta.data();
-  if (one_upload && !zero_copy) {
+  if (one_upload) {
     if (absl::Status s = stream.CopyToDevice(inputs, first_block->data, input_bytes); !s.ok()) {
       return s;
     }
-  } else if (!one_upload) {
+  } else {
     if (absl::Status s = stream.CopyToDevice(device_meta, meta, meta_bytes); !s.ok()) return s;
   }
   // Pages restored or imported by the cache, and earlier chunks of these
@@ -295,7 +293,7 @@ absl::Status Engine::StageAndLaunch(Lane& lane) {
                                                      : inputs + layout.g);
   p.beta = reinterpret_cast<const float*>(direct_inputs ? direct.source[PackedInputs::kBeta]
                                                         : inputs + layout.beta);
-  p.o = direct_o ? first_call.o_region : zero_copy ? lane.o_block->data : lane.device_o.data();
+  p.o = direct_o ? first_call.o_region : o_direct ? lane.o_block->data : lane.device_o.data();
   p.initial_pages = reinterpret_cast<const int32_t*>(device_meta + pages_at);
   p.final_pages = p.initial_pages + n;
   if (slots_per_seq > 0) {
@@ -323,7 +321,7 @@ absl::Status Engine::StageAndLaunch(Lane& lane) {
       return s;
     }
   }
-  if (lane.o_block != nullptr && !zero_copy) {
+  if (lane.o_block != nullptr && !o_direct) {
     if (absl::Status s = stream.CopyToHost(lane.o_block->data, p.o, o_bytes); !s.ok()) return s;
   }
   if (!direct_o) {

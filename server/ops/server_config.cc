@@ -34,10 +34,6 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
     return absl::InvalidArgumentError(
         "decode_lanes, prefill_lanes and completion_threads must be >= 1");
   }
-  if (c.zero_copy_decode_seqs < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("zero_copy_decode_seqs must be >= 0, got ", c.zero_copy_decode_seqs));
-  }
   if (c.pack_threads < 0 || c.pack_threads > 64) {
     return absl::InvalidArgumentError(
         absl::StrCat("pack_threads must be in [0, 64], got ", c.pack_threads));
@@ -130,7 +126,7 @@ std::string DescribeServerConfig(const ServerConfig& c) {
   absl::StrAppend(&out, "  io_buffer_bytes = ", FormatByteSize(c.io_buffer_bytes), "\n");
   absl::StrAppend(&out, "  pack_threads = ", c.pack_threads, ", for requests from ",
                   FormatByteSize(c.pack_share_bytes), "\n");
-  absl::StrAppend(&out, "  zero_copy_decode_seqs = ", c.zero_copy_decode_seqs, "\n");
+  absl::StrAppend(&out, "  decode_o_direct = ", c.decode_o_direct ? "true" : "false", "\n");
   absl::StrAppend(&out, "  max_message_bytes = ", c.max_message_bytes, "\n");
   absl::StrAppend(&out, "  grpc window / max frame = ", c.grpc_window_bytes, " / ",
                   c.grpc_max_frame_bytes, " bytes (0 = gRPC default)\n");

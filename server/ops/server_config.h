@@ -74,11 +74,9 @@ struct ServerConfig {
   // wake-up costs more than it saves on small ones).
   int pack_threads = 0;
   size_t pack_share_bytes = size_t{1} << 20;
-  // Zero-copy decode (server/engine/engine_batches.cc): a decode batch of
-  // one inline call of at most this many sequences is read by the kernel
-  // from the call's pinned block and writes o into pinned memory, with no
-  // copy on the stream (0: always copy).
-  int zero_copy_decode_seqs = 64;
+  // Decode kernels write o straight into the pinned memory the responses
+  // are sent from, with no copy back (server/engine/engine_batches.cc).
+  bool decode_o_direct = true;
 
   // gRPC transport (proto/grpc_transport.h): the message limit, the HTTP/2
   // stream window offered up front and the largest DATA frame accepted

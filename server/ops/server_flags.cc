@@ -67,10 +67,9 @@ ABSL_FLAG(gdn::ByteSize, pack_share_bytes, gdn::ByteSize{size_t{1} << 20},
           "requests with at least this many tensor bytes are copied and checked "
           "with the pack_threads' help (smaller ones by their request thread "
           "alone)");
-ABSL_FLAG(int32_t, zero_copy_decode_seqs, 64,
-          "decode calls of at most this many sequences are read by the kernel from "
-          "pinned host memory and write o there, with no copies around the kernel "
-          "(0: always copy)");
+ABSL_FLAG(bool, decode_o_direct, true,
+          "decode kernels write o straight into the pinned host memory responses "
+          "are sent from (false: into device memory, then copied back)");
 ABSL_FLAG(gdn::ByteSize, io_buffer_bytes, gdn::ByteSize{size_t{4} << 30},
           "host memory for the inputs and outputs of calls in flight (pinned "
           "on cuda); beyond it new calls fail with RESOURCE_EXHAUSTED");
@@ -200,7 +199,7 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags() {
     c.pack_threads = std::min<int>(4, static_cast<int>(std::thread::hardware_concurrency() / 4));
   }
   c.pack_share_bytes = absl::GetFlag(FLAGS_pack_share_bytes).bytes;
-  c.zero_copy_decode_seqs = absl::GetFlag(FLAGS_zero_copy_decode_seqs);
+  c.decode_o_direct = absl::GetFlag(FLAGS_decode_o_direct);
   c.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   c.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
   c.max_channels = absl::GetFlag(FLAGS_max_channels);

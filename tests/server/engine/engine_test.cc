@@ -397,46 +397,59 @@ TEST_F(EngineTest, DeviceRegionsAreReadAndWrittenByTheKernelInPlace) {
   }
 }
 
-// Zero-copy decode (--zero_copy_decode_seqs): a decode call of at most that
-// many sequences runs with no copy on the stream (the kernel reads the
-// call's block and writes o into the block the response is sent from); a
-// larger decode call and a prefill are copied up and down as before. Every
-// call gets its own rows back either way.
-TEST_F(EngineTest, SmallDecodeCallsRunWithoutCopiesLargerOnesAndPrefillsAreCopied) {
+// --decode_o_direct: a decode batch's kernel writes o straight into the
+// pinned block its responses are sent from (no copy back); without it, and
+// for a prefill, o is copied back. Every call gets its own rows either way,
+// merged calls included.
+class EngineODirectTest : public EngineTest, public testing::WithParamInterface<bool> {};
+
+TEST_P(EngineODirectTest, DecodeOIsCopiedBackOnlyWithoutItAndEveryCallGetsItsRows) {
+  const bool o_direct = GetParam();
   ServerConfig config = SmallConfig();
-  config.zero_copy_decode_seqs = 2;
+  config.decode_o_direct = o_direct;
+  config.decode_lanes = 1;
   Start(config);
   CreateSessions({"a", "b", "c"});
-  auto copies_since = [&](size_t from) {
+  auto downloads_since = [&](size_t from) {
     const std::vector<Op> log = backend_->Log();
-    int uploads = 0, downloads = 0;
-    for (size_t i = from; i < log.size(); ++i) {
-      uploads += log[i].kind == Op::kUpload || log[i].kind == Op::kGather;
-      downloads += log[i].kind == Op::kDownload;
-    }
-    return std::make_pair(uploads, downloads);
+    int downloads = 0;
+    for (size_t i = from; i < log.size(); ++i) downloads += log[i].kind == Op::kDownload;
+    return downloads;
   };
 
   size_t from = backend_->Log().size();
-  absl::StatusOr<ForwardResult> small = Get(Submit(0, {{"a", 0, 1}, {"b", 0, 1}}, 1));
-  ASSERT_TRUE(small.ok()) << small.status();
-  EXPECT_THAT(RowTags(*small), testing::ElementsAre(1000, 1001));
-  EXPECT_EQ(copies_since(from), std::make_pair(0, 0));
+  absl::StatusOr<ForwardResult> one = Get(Submit(0, {{"a", 0, 1}, {"b", 0, 1}}, 1));
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_THAT(RowTags(*one), testing::ElementsAre(1000, 1001));
+  EXPECT_EQ(downloads_since(from), o_direct ? 0 : 1);
+
+  // Two calls merged into one batch while the lane is held.
+  backend_->Hold(0);
+  auto first = Submit(1, {{"c", 0, 1}}, 2);
+  ASSERT_TRUE(backend_->WaitFor([](const std::vector<Op>& log) { return CountKernels(log) == 2; }));
+  from = backend_->Log().size();
+  auto second = Submit(0, {{"a", 1, 1}, {"b", 1, 1}}, 3);
+  auto third = Submit(0, {{"c", 0, 1}}, 4);
+  while (engine_->running_calls() < 3) std::this_thread::yield();  // all admitted
+  backend_->Release(0);
+  ASSERT_TRUE(Get(first).ok());
+  absl::StatusOr<ForwardResult> r2 = Get(second), r3 = Get(third);
+  ASSERT_TRUE(r2.ok()) << r2.status();
+  ASSERT_TRUE(r3.ok()) << r3.status();
+  EXPECT_THAT(RowTags(*r2), testing::ElementsAre(3000, 3001));
+  EXPECT_THAT(RowTags(*r3), testing::ElementsAre(4000));
+  EXPECT_EQ(CountKernels(backend_->Log()), 3);  // second and third in one batch
+  EXPECT_EQ(downloads_since(from), o_direct ? 0 : 1);
 
   from = backend_->Log().size();
-  absl::StatusOr<ForwardResult> large =
-      Get(Submit(0, {{"a", 1, 1}, {"b", 1, 1}, {"c", 0, 1}}, 2));
-  ASSERT_TRUE(large.ok()) << large.status();
-  EXPECT_THAT(RowTags(*large), testing::ElementsAre(2000, 2001, 2002));
-  EXPECT_EQ(copies_since(from), std::make_pair(1, 1));
-
-  from = backend_->Log().size();
-  absl::StatusOr<ForwardResult> prefill = Get(Submit(1, {{"a", 0, kMaxDecodeTokens + 1}}, 3));
+  absl::StatusOr<ForwardResult> prefill = Get(Submit(1, {{"a", 0, kMaxDecodeTokens + 1}}, 5));
   ASSERT_TRUE(prefill.ok()) << prefill.status();
-  EXPECT_EQ(RowTags(*prefill).size(), static_cast<size_t>(kMaxDecodeTokens + 1));
-  EXPECT_EQ(RowTags(*prefill)[kMaxDecodeTokens], 3000 + kMaxDecodeTokens);
-  EXPECT_EQ(copies_since(from), std::make_pair(1, 1));
+  ASSERT_EQ(RowTags(*prefill).size(), static_cast<size_t>(kMaxDecodeTokens + 1));
+  EXPECT_EQ(RowTags(*prefill)[kMaxDecodeTokens], 5000 + kMaxDecodeTokens);
+  EXPECT_EQ(downloads_since(from), 1);
 }
+
+INSTANTIATE_TEST_SUITE_P(DecodeODirect, EngineODirectTest, testing::Bool());
 
 // A call whose check_before_start refuses (its region was unregistered)
 // fails without running anything and changes no position.

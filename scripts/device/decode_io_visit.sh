@@ -1,24 +1,25 @@
 #!/usr/bin/env bash
-# One device visit for zero-copy decode (--zero_copy_decode_seqs,
-# server/engine/engine_batches.cc), <= ~9 minutes:
+# One device visit for a decode call's device phase (the copies around the
+# kernel; --decode_o_direct, server/engine/engine_batches.cc), <= ~5 minutes:
 #  1. the GPU tests that run the path (server_cuda_test: the whole server
 #     against the oracle; cuda_stream_test), compute-sanitizer memcheck on
 #     decode_host_io_bench;
 #  2. decode_host_io_bench (bench/decode/host_io_bench.cc): one decode
 #     call's device phase with copies around the kernel, the kernel on pinned
-#     host memory, the kernel alone; fp32 and bf16 states;
+#     host memory, o only written to pinned memory, the kernel alone; fp32
+#     and bf16 states;
 #  3. server A/B: gdn-server A (A_FLAGS) and B (B_FLAGS), both with kernels,
 #     called in turns by one gdn-bench (--compare_echo=B: ABBA turns, ratio =
 #     A / B), per shape (SHAPES) and call kind (CALLS: unary, stream), TCP.
 # Needs .bundle from:
 #   bash scripts/device/bundle.sh gdn-server gdn-bench decode_host_io_bench \
 #     server_cuda_test cuda_stream_test
-# Writes under $OUT: zero_copy_visit.log, host_io_*.txt, ab.tar.gz.
+# Writes under $OUT: decode_io_visit.log, host_io_*.txt, ab.tar.gz.
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/gdn_out}
 mkdir -p "$OUT"
-LOG=$OUT/zero_copy_visit.log
+LOG=$OUT/decode_io_visit.log
 t0=$(date +%s)
 say() { echo "== $* ($(( $(date +%s) - t0 ))s)" | tee -a "$LOG"; }
 PARTS=${PARTS:-tests,micro,ab}
@@ -63,12 +64,12 @@ if want ab; then
     METRICS=$(sed -nE 's/.*metrics=([^ ]+).*/\1/p' "/tmp/$name.out")
   }
   # shellcheck disable=SC2086  # flag lists split on purpose
-  start ab_a ${A_FLAGS:---zero_copy_decode_seqs=256}
+  start ab_a ${A_FLAGS:---decode_o_direct=true}
   a=$ADDR; a_metrics=$METRICS
   # shellcheck disable=SC2086
-  start ab_b ${B_FLAGS:---zero_copy_decode_seqs=0}
+  start ab_b ${B_FLAGS:---decode_o_direct=false}
   b=$ADDR
-  say "A ($a): ${A_FLAGS:---zero_copy_decode_seqs=256}; B ($b): ${B_FLAGS:---zero_copy_decode_seqs=0}"
+  say "A ($a): ${A_FLAGS:---decode_o_direct=true}; B ($b): ${B_FLAGS:---decode_o_direct=false}"
   mkdir -p /tmp/ab
   for call in ${CALLS:-stream unary}; do
     for shape in ${SHAPES:-decode1 decode32 decode256}; do
