@@ -71,7 +71,8 @@ Engine::Engine(const ServerConfig& config, std::unique_ptr<Backend> backend,
       backend_(std::move(backend)),
       cache_(std::move(cache)),
       arena_(std::make_unique<IoArena>(backend_.get(), config.io_buffer_bytes,
-                                        config.pack_threads, config.pack_share_bytes)),
+                                        config.pack_threads, config.pack_share_bytes,
+                                        config.pack_poll_share_bytes)),
       metrics_(metrics),
       completions_(config.completion_threads) {
   // Fused gating is folded into g and beta when requests are packed
@@ -307,9 +308,12 @@ bool Engine::SpinForLanes(absl::Time until) {
 bool Engine::PollForIncoming(absl::Time until) {
   if (config_.idle_poll <= absl::ZeroDuration() || AnyLaneBusy()) return false;
   const absl::Time poll_until = std::min(until, absl::Now() + config_.idle_poll);
+  // Meanwhile it helps request threads pack mid-sized requests (IoArena's
+  // poll_share_from_bytes): the call it will run next is usually one of them.
+  WorkSharingPool::Polling polling(arena_->copy_workers());
   while (absl::Now() < poll_until) {
     if (has_incoming_) return true;
-    std::this_thread::yield();
+    if (!arena_->copy_workers().Help()) std::this_thread::yield();
   }
   return false;
 }

@@ -12,11 +12,12 @@ struct IoArena::Block {
 };
 
 IoArena::IoArena(Backend* backend, size_t capacity_bytes, int copy_threads,
-                 size_t share_from_bytes)
+                 size_t share_from_bytes, size_t poll_share_from_bytes)
     : backend_(backend),
       capacity_bytes_(capacity_bytes),
       copy_workers_(copy_threads),
-      share_from_bytes_(share_from_bytes) {}
+      share_from_bytes_(share_from_bytes),
+      poll_share_from_bytes_(poll_share_from_bytes) {}
 
 IoArena::~IoArena() {
   for (const std::unique_ptr<Block>& b : all_) backend_->FreeHost(b->block.data);

@@ -19,7 +19,9 @@
 //
 // Large requests are packed by several threads: the arena's copy workers
 // (--pack_threads) help the request thread copy and check the payloads of
-// requests of share_from_bytes or more (--pack_share_bytes).
+// requests of share_from_bytes or more (--pack_share_bytes); smaller ones
+// of poll_share_from_bytes or more only with threads that poll the workers
+// anyway (the engine's, idle: --pack_poll_share_bytes).
 //
 // Threading: every method is safe from any thread. Blocks are shared_ptrs:
 // the last holder (a request thread, the engine, or gRPC dropping a sent
@@ -64,9 +66,10 @@ class IoArena {
   // `backend` must outlive the arena (its AllocateHost / FreeHost are safe
   // from any thread). `copy_threads`: threads that help pack large calls
   // (0: each request thread packs alone) on requests of at least
-  // `share_from_bytes` tensor bytes.
+  // `share_from_bytes` tensor bytes; with pollers only from
+  // `poll_share_from_bytes` (0: never).
   IoArena(Backend* backend, size_t capacity_bytes, int copy_threads = 0,
-          size_t share_from_bytes = size_t{1} << 20);
+          size_t share_from_bytes = size_t{1} << 20, size_t poll_share_from_bytes = 0);
   ~IoArena();  // frees every block; none may be held any more
   IoArena(const IoArena&) = delete;
   IoArena& operator=(const IoArena&) = delete;
@@ -78,6 +81,7 @@ class IoArena {
   size_t capacity_bytes() const { return capacity_bytes_; }
   WorkSharingPool& copy_workers() { return copy_workers_; }
   size_t share_from_bytes() const { return share_from_bytes_; }
+  size_t poll_share_from_bytes() const { return poll_share_from_bytes_; }
 
  private:
   struct Block;
@@ -92,6 +96,7 @@ class IoArena {
   IoArenaStats stats_;
   WorkSharingPool copy_workers_;
   const size_t share_from_bytes_;
+  const size_t poll_share_from_bytes_;
 };
 
 }  // namespace gdn

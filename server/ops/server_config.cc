@@ -125,7 +125,8 @@ std::string DescribeServerConfig(const ServerConfig& c) {
   absl::StrAppend(&out, "  completion_threads = ", c.completion_threads, "\n");
   absl::StrAppend(&out, "  io_buffer_bytes = ", FormatByteSize(c.io_buffer_bytes), "\n");
   absl::StrAppend(&out, "  pack_threads = ", c.pack_threads, ", for requests from ",
-                  FormatByteSize(c.pack_share_bytes), "\n");
+                  FormatByteSize(c.pack_share_bytes), " (with the idle engine thread from ",
+                  FormatByteSize(c.pack_poll_share_bytes), ")\n");
   absl::StrAppend(&out, "  decode_o_direct = ", c.decode_o_direct ? "true" : "false", "\n");
   absl::StrAppend(&out, "  max_message_bytes = ", c.max_message_bytes, "\n");
   absl::StrAppend(&out, "  grpc window / max frame = ", c.grpc_window_bytes, " / ",

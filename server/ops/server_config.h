@@ -74,6 +74,11 @@ struct ServerConfig {
   // wake-up costs more than it saves on small ones).
   int pack_threads = 0;
   size_t pack_share_bytes = size_t{1} << 20;
+  // Requests with at least this many tensor bytes (and fewer than
+  // pack_share_bytes) are packed with the help of the engine thread when it
+  // is idle and polling (--engine_poll_us): no thread is woken for them.
+  // 0: never.
+  size_t pack_poll_share_bytes = size_t{256} << 10;
   // Decode kernels write o straight into the pinned memory the responses
   // are sent from, with no copy back (server/engine/engine_batches.cc).
   bool decode_o_direct = true;

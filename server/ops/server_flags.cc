@@ -67,6 +67,10 @@ ABSL_FLAG(gdn::ByteSize, pack_share_bytes, gdn::ByteSize{size_t{1} << 20},
           "requests with at least this many tensor bytes are copied and checked "
           "with the pack_threads' help (smaller ones by their request thread "
           "alone)");
+ABSL_FLAG(gdn::ByteSize, pack_poll_share_bytes, gdn::ByteSize{size_t{256} << 10},
+          "requests with at least this many tensor bytes (below pack_share_bytes) "
+          "are copied and checked with the help of the engine thread while it is "
+          "idle and polling (0: never)");
 ABSL_FLAG(bool, decode_o_direct, true,
           "decode kernels write o straight into the pinned host memory responses "
           "are sent from (false: into device memory, then copied back)");
@@ -199,6 +203,7 @@ absl::StatusOr<ServerConfig> ServerConfigFromFlags() {
     c.pack_threads = std::min<int>(4, static_cast<int>(std::thread::hardware_concurrency() / 4));
   }
   c.pack_share_bytes = absl::GetFlag(FLAGS_pack_share_bytes).bytes;
+  c.pack_poll_share_bytes = absl::GetFlag(FLAGS_pack_poll_share_bytes).bytes;
   c.decode_o_direct = absl::GetFlag(FLAGS_decode_o_direct);
   c.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   c.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));

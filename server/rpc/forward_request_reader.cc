@@ -122,23 +122,28 @@ struct InlineCopy {
 
 // Copies and checks every inline payload, in parts shared with the arena's
 // copy workers when the request has at least arena.share_from_bytes() of
-// them: each part is the same copy-then-check as one thread's. Parts are
-// 1 / (2 (helpers + 1)) of the request (a tenth with 4 helpers; a multiple
-// of every element size, 32-256 KiB), so that helpers waking late still
-// take a share of a request below 1 MiB when --pack_share_bytes lets them
-// (a 0.5 MiB decode call of 32 sessions measured no faster that way on the
-// H200). The error is the one a single thread going in order would meet
-// first (the first tensor that fails, its first bad element).
+// them, or with a polling engine thread only (no wake-up) from
+// arena.poll_share_from_bytes(): each part is the same copy-then-check as
+// one thread's. Parts are 1 / (2 (helpers + 1)) of the request (a tenth
+// with 4 helpers, a quarter with the poller; a multiple of every element
+// size, 32-256 KiB), so that helpers arriving late still take a share (a
+// 0.5 MiB decode call of 32 sessions measured no faster with woken workers
+// on the H200). The error is the one a single thread going in order would
+// meet first (the first tensor that fails, its first bad element).
 absl::Status CopyAllChecked(const wire::WireMessage& message,
                             absl::Span<const InlineCopy> copies, IoArena& arena) {
   WorkSharingPool& workers = arena.copy_workers();
   size_t total = 0;
   for (const InlineCopy& c : copies) total += c.tensor->data.size;
-  const bool shared = workers.threads() > 0 && total >= arena.share_from_bytes();
+  const bool woken = workers.threads() > 0 && total >= arena.share_from_bytes();
+  const bool polled = !woken && arena.poll_share_from_bytes() > 0 &&
+                      total >= arena.poll_share_from_bytes() && workers.has_pollers();
+  const bool shared = woken || polled;
+  const size_t helpers = woken ? workers.threads() : 1;
   constexpr size_t kAlign = 4 << 10, kMinPart = 32 << 10, kMaxPart = 256 << 10;
   const size_t part_bytes =
-      shared ? std::clamp((total / (2 * (workers.threads() + 1)) + kAlign - 1) / kAlign * kAlign,
-                          kMinPart, kMaxPart)
+      shared ? std::clamp((total / (2 * (helpers + 1)) + kAlign - 1) / kAlign * kAlign, kMinPart,
+                          kMaxPart)
              : kMaxPart;
   struct Part {
     const InlineCopy* copy;
@@ -160,7 +165,8 @@ absl::Status CopyAllChecked(const wire::WireMessage& message,
                             c.dtype, c.dst + p.begin, c.range, p.begin / DTypeSize(c.dtype));
   };
   if (shared) {
-    workers.Run(parts.size(), copy_part);
+    workers.Run(parts.size(), copy_part,
+                woken ? WorkSharingPool::Helpers::kThreads : WorkSharingPool::Helpers::kPollers);
   } else {
     for (size_t i = 0; i < parts.size(); ++i) {
       copy_part(i);

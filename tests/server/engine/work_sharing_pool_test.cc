@@ -75,5 +75,84 @@ TEST(WorkSharingPoolTest, ManyCallersAtOnceEachGetTheirOwnJobsDone) {
   EXPECT_EQ(wrong.load(), 0);
 }
 
+// A poller (the idle engine thread: Polling, then Help() in its loop) takes
+// jobs of a Helpers::kPollers Run; no pool thread is woken for one.
+TEST(WorkSharingPoolTest, APollerHelpsAPollersRun) {
+  WorkSharingPool pool(0);
+  std::atomic<bool> registered{false}, stop{false};
+  std::thread poller([&] {
+    WorkSharingPool::Polling polling(pool);
+    registered = true;
+    while (!stop) {
+      if (!pool.Help()) std::this_thread::yield();
+    }
+  });
+  while (!registered) std::this_thread::yield();
+  // Job 0 returns only once another thread has run a job: the poller.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::set<std::thread::id> threads;
+  pool.Run(
+      2,
+      [&](size_t) {
+        std::unique_lock<std::mutex> lock(mu);
+        threads.insert(std::this_thread::get_id());
+        cv.notify_all();
+        cv.wait(lock, [&] { return threads.size() == 2; });
+      },
+      WorkSharingPool::Helpers::kPollers);
+  stop = true;
+  poller.join();
+  EXPECT_EQ(threads.size(), 2u);
+  EXPECT_EQ(threads.count(std::this_thread::get_id()), 1u);
+}
+
+TEST(WorkSharingPoolTest, APollersRunWithoutPollersRunsOnTheCallerAlone) {
+  WorkSharingPool pool(2);  // threads, but none is woken for it
+  const std::thread::id caller = std::this_thread::get_id();
+  int ran = 0;
+  pool.Run(
+      20,
+      [&](size_t) {
+        EXPECT_EQ(std::this_thread::get_id(), caller);
+        ++ran;
+      },
+      WorkSharingPool::Helpers::kPollers);
+  EXPECT_EQ(ran, 20);
+  EXPECT_FALSE(pool.Help());  // nothing left open
+}
+
+TEST(WorkSharingPoolTest, CallersAndPollersAtOnceRunEachJobOnceForItsCaller) {
+  WorkSharingPool pool(1);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> pollers;
+  for (int p = 0; p < 2; ++p) {
+    pollers.emplace_back([&] {
+      WorkSharingPool::Polling polling(pool);
+      while (!stop) {
+        if (!pool.Help()) std::this_thread::yield();
+      }
+    });
+  }
+  constexpr int kCallers = 4, kRounds = 200, kJobs = 9;
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> callers;
+  for (int c = 0; c < kCallers; ++c) {
+    callers.emplace_back([&, c] {
+      for (int round = 0; round < kRounds; ++round) {
+        std::vector<int> seen(kJobs, 0);
+        pool.Run(kJobs, [&](size_t i) { seen[i] += c + 1; },
+                 round % 2 == 0 ? WorkSharingPool::Helpers::kPollers
+                                : WorkSharingPool::Helpers::kThreads);
+        for (int v : seen) wrong += v != c + 1;
+      }
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  stop = true;
+  for (std::thread& t : pollers) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
 }  // namespace
 }  // namespace gdn

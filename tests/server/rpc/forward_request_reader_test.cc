@@ -408,6 +408,52 @@ TEST_F(LargeForwardRequestTest, MediumRequestsFromTheShareThresholdUseSmallerPar
   EXPECT_EQ(medium.Stats().bytes_in_use, 0);
 }
 
+// --pack_poll_share_bytes: with a thread polling the copy workers (the
+// idle engine's), a ~0.4 MiB request is packed in parts shared with it:
+// the same bytes, and the same first error, as one thread's.
+TEST_F(LargeForwardRequestTest, MediumRequestsSharedWithAPollerPackTheSame) {
+  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
+  IoArena polled(backend_.get(), 64 << 20, /*copy_threads=*/0, /*share_from_bytes=*/1 << 20,
+                 /*poll_share_from_bytes=*/64 << 10);
+  std::atomic<bool> registered{false}, stop{false};
+  std::thread poller([&] {
+    WorkSharingPool::Polling polling(polled.copy_workers());
+    registered = true;
+    while (!stop) {
+      if (!polled.copy_workers().Help()) std::this_thread::yield();
+    }
+  });
+  while (!registered) std::this_thread::yield();
+  const oracle::Inputs inputs = gdn::testing::MakeRandomInputs(
+      options_, {250, 150}, seed_ + 2, /*random_initial_state=*/false);
+  const gdn::v1::ForwardRequest good =
+      gdn::testing::BuildForwardRequest(options_, 0, {{"a", 0}, {"b", 3}}, inputs);
+  for (int i = 0; i < 10; ++i) {
+    absl::StatusOr<std::unique_ptr<ForwardCall>> v = ReadInto(polled, good, i);
+    ASSERT_TRUE(v.ok()) << v.status();
+    const PackedInputs& in = (*v)->inputs;
+    for (auto [t, at] : {std::pair{&good.q(), in.layout.q}, {&good.k(), in.layout.k},
+                         {&good.v(), in.layout.v}, {&good.g(), in.layout.g},
+                         {&good.beta(), in.layout.beta}}) {
+      ASSERT_EQ(std::memcmp(in.block->data + at, t->data().data(), t->data().size()), 0);
+    }
+  }
+  gdn::v1::ForwardRequest r = good;
+  const uint16_t nan_bf16 = 0x7fc0;
+  const size_t k_elements = good.k().data().size() / 2;
+  for (size_t index : {k_elements / 2, k_elements - 1}) {
+    std::memcpy(r.mutable_k()->mutable_data()->data() + 2 * index, &nan_bf16, 2);
+  }
+  std::memcpy(r.mutable_v()->mutable_data()->data() + 2 * 3, &nan_bf16, 2);
+  absl::StatusOr<std::unique_ptr<ForwardCall>> v = ReadInto(polled, r);
+  stop = true;
+  poller.join();
+  ASSERT_FALSE(v.ok());
+  EXPECT_THAT(std::string(v.status().message()),
+              HasSubstr("k: element " + std::to_string(k_elements / 2) + " "));
+  EXPECT_EQ(polled.Stats().bytes_in_use, 0);
+}
+
 TEST_F(LargeForwardRequestTest, RequestThreadsAtOnceShareTheWorkers) {
   SCOPED_TRACE(::testing::Message() << "seed " << seed_);
   std::vector<std::thread> threads;
