@@ -204,6 +204,7 @@ absl::StatusOr<std::vector<ForwardSequence>> ReadSequences(
   out.reserve(specs.size());
   // Views of the ids in `out`, whose elements never move (reserved above).
   absl::flat_hash_set<absl::string_view> seen;
+  seen.reserve(specs.size());  // no rehash while it fills
   *total = 0;
   for (size_t i = 0; i < specs.size(); ++i) {
     wire::SequenceField& spec = specs[i];

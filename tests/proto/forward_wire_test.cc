@@ -276,6 +276,49 @@ TEST(ForwardWireTest, BytesProtobufRefusesDoNotScan) {
   }
 }
 
+// SequenceSpecs are read directly in their usual form and by protobuf's
+// parser otherwise: every form here scans to protobuf's fields, or is
+// refused where protobuf refuses it.
+TEST(ForwardWireTest, SequencesInAnyFormScanAsProtobufParsesThem) {
+  using namespace std::string_literals;
+  auto request = [](const std::string& spec) {  // sequences[0] = spec
+    return "\x08\x01\x12"s + static_cast<char>(spec.size()) + spec;
+  };
+  const std::string accepted[] = {
+      "\x0a\x02s1\x10\x05\x18\x01"s,                  // the usual form
+      "\x18\x02\x10\x07\x0a\x02s2\x20\x01\x28\x40"s,  // reversed, draft, interval
+      "\x0a\x01x\x0a\x02yy\x10\x01\x10\x02"s,         // fields twice: the last wins
+      "\x0a\x03\xc3\xa9z\x10\x01"s,                    // a UTF-8 id ("\u00e9z")
+      "\x0a\x01u\x30\x07\x18\x01"s,                    // an unknown field 6
+      "\x0a\x01w\x15\x01\x00\x00\x00\x18\x01"s,      // position as fixed32: unknown
+      // num_tokens -1 as a 10-byte varint (int32: the low 32 bits).
+      "\x0a\x01n\x18\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"s,
+      ""s,                                              // an empty spec
+  };
+  for (const std::string& spec : accepted) {
+    const std::string bytes = request(spec);
+    SCOPED_TRACE(absl::CEscape(bytes));
+    gdn::v1::ForwardRequest parsed;
+    ASSERT_TRUE(parsed.ParseFromString(bytes));
+    absl::StatusOr<ForwardRequestFields> f = ScanForwardRequest(WireMessage::FromString(bytes));
+    ASSERT_TRUE(f.ok()) << f.status();
+    ExpectFields(WireMessage::FromString(bytes), *f, parsed);
+  }
+  const std::string refused[] = {
+      "\x0a\x02\xff\xfe\x10\x01"s,  // an id that is not UTF-8
+      "\x0a\x05ab"s,                   // an id longer than the spec
+      "\x10"s,                          // a varint cut short
+  };
+  for (const std::string& spec : refused) {
+    const std::string bytes = request(spec);
+    SCOPED_TRACE(absl::CEscape(bytes));
+    gdn::v1::ForwardRequest parsed;
+    EXPECT_FALSE(parsed.ParseFromString(bytes));
+    EXPECT_EQ(ScanForwardRequest(WireMessage::FromString(bytes)).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+}
+
 // An unknown group that protobuf accepts (nested, closed by its own
 // end-group) is skipped, in requests and responses alike.
 TEST(ForwardWireTest, WellFormedUnknownGroupsAreSkipped) {
