@@ -7,8 +7,10 @@
 //   ---------------        -------------                         ------
 //   read + check + pack    admit (slot per (session, layer),
 //   into an I/O block  ->  leases) -> plan a batch for a free  -> gather inputs,
-//   (forward_call.h)       lane -> one upload (inputs, metadata) kernel, o down
-//                          ... next batch on another lane ...    into an I/O block
+//   (forward_call.h; the   lane -> one upload (inputs, metadata) kernel, o down
+//   idle engine thread     ... next batch on another lane ...    into an I/O block
+//   helps mid-sized ones)                                        (a decode kernel
+//                                                                writes it there)
 //   completion threads <-  lane done: commit, o runs per call <-
 //   encode the response around o's bytes (no copy), finish the RPC
 //

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/server/engine/polling_thread.h"
 
 namespace gdn {
 namespace {
@@ -79,15 +80,7 @@ TEST(WorkSharingPoolTest, ManyCallersAtOnceEachGetTheirOwnJobsDone) {
 // jobs of a Helpers::kPollers Run; no pool thread is woken for one.
 TEST(WorkSharingPoolTest, APollerHelpsAPollersRun) {
   WorkSharingPool pool(0);
-  std::atomic<bool> registered{false}, stop{false};
-  std::thread poller([&] {
-    WorkSharingPool::Polling polling(pool);
-    registered = true;
-    while (!stop) {
-      if (!pool.Help()) std::this_thread::yield();
-    }
-  });
-  while (!registered) std::this_thread::yield();
+  testing_engine::PollingThread poller(pool);
   // Job 0 returns only once another thread has run a job: the poller.
   std::mutex mu;
   std::condition_variable cv;
@@ -101,8 +94,6 @@ TEST(WorkSharingPoolTest, APollerHelpsAPollersRun) {
         cv.wait(lock, [&] { return threads.size() == 2; });
       },
       WorkSharingPool::Helpers::kPollers);
-  stop = true;
-  poller.join();
   EXPECT_EQ(threads.size(), 2u);
   EXPECT_EQ(threads.count(std::this_thread::get_id()), 1u);
 }
@@ -124,16 +115,7 @@ TEST(WorkSharingPoolTest, APollersRunWithoutPollersRunsOnTheCallerAlone) {
 
 TEST(WorkSharingPoolTest, CallersAndPollersAtOnceRunEachJobOnceForItsCaller) {
   WorkSharingPool pool(1);
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> pollers;
-  for (int p = 0; p < 2; ++p) {
-    pollers.emplace_back([&] {
-      WorkSharingPool::Polling polling(pool);
-      while (!stop) {
-        if (!pool.Help()) std::this_thread::yield();
-      }
-    });
-  }
+  testing_engine::PollingThread first_poller(pool), second_poller(pool);
   constexpr int kCallers = 4, kRounds = 200, kJobs = 9;
   std::atomic<int> wrong{0};
   std::vector<std::thread> callers;
@@ -149,8 +131,6 @@ TEST(WorkSharingPoolTest, CallersAndPollersAtOnceRunEachJobOnceForItsCaller) {
     });
   }
   for (std::thread& t : callers) t.join();
-  stop = true;
-  for (std::thread& t : pollers) t.join();
   EXPECT_EQ(wrong.load(), 0);
 }
 

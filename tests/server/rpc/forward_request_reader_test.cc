@@ -22,6 +22,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/gating.h"
 #include "kernels/testing/gdn_test_inputs.h"
+#include "tests/server/engine/polling_thread.h"
 #include "tests/server/rpc/forward_request_builder.h"
 #include "tests/server/test_random.h"
 
@@ -305,13 +306,14 @@ class LargeForwardRequestTest : public ::testing::Test {
                               &id);
   }
 
-  // Expects every packed byte to be the request's.
-  void ExpectPacked(const ForwardCall& call) {
+  // Expects every packed byte to be r's (default: good_).
+  void ExpectPacked(const ForwardCall& call, const gdn::v1::ForwardRequest* r = nullptr) {
+    if (r == nullptr) r = &good_;
     const PackedInputs& in = call.inputs;
     const char* base = in.block->data;
-    for (auto [t, at] : {std::pair{&good_.q(), in.layout.q}, {&good_.k(), in.layout.k},
-                         {&good_.v(), in.layout.v}, {&good_.g(), in.layout.g},
-                         {&good_.beta(), in.layout.beta}}) {
+    for (auto [t, at] : {std::pair{&r->q(), in.layout.q}, {&r->k(), in.layout.k},
+                         {&r->v(), in.layout.v}, {&r->g(), in.layout.g},
+                         {&r->beta(), in.layout.beta}}) {
       ASSERT_EQ(std::memcmp(base + at, t->data().data(), t->data().size()), 0);
     }
   }
@@ -378,12 +380,7 @@ TEST_F(LargeForwardRequestTest, MediumRequestsFromTheShareThresholdUseSmallerPar
   ASSERT_LT(good.ByteSizeLong(), size_t{1} << 20);
   absl::StatusOr<std::unique_ptr<ForwardCall>> v = ReadInto(medium, good);
   ASSERT_TRUE(v.ok()) << v.status();
-  const PackedInputs& in = (*v)->inputs;
-  for (auto [t, at] : {std::pair{&good.q(), in.layout.q}, {&good.k(), in.layout.k},
-                       {&good.v(), in.layout.v}, {&good.g(), in.layout.g},
-                       {&good.beta(), in.layout.beta}}) {
-    ASSERT_EQ(std::memcmp(in.block->data + at, t->data().data(), t->data().size()), 0);
-  }
+  ExpectPacked(**v, &good);
   v->reset();
   // Bad elements of k (~100 KiB: two parts of ~52 KiB): one in [32, 64)
   // KiB, one after it; and one early in v. k's first is the error.
@@ -415,15 +412,7 @@ TEST_F(LargeForwardRequestTest, MediumRequestsSharedWithAPollerPackTheSame) {
   SCOPED_TRACE(::testing::Message() << "seed " << seed_);
   IoArena polled(backend_.get(), 64 << 20, /*copy_threads=*/0, /*share_from_bytes=*/1 << 20,
                  /*poll_share_from_bytes=*/64 << 10);
-  std::atomic<bool> registered{false}, stop{false};
-  std::thread poller([&] {
-    WorkSharingPool::Polling polling(polled.copy_workers());
-    registered = true;
-    while (!stop) {
-      if (!polled.copy_workers().Help()) std::this_thread::yield();
-    }
-  });
-  while (!registered) std::this_thread::yield();
+  testing_engine::PollingThread poller(polled.copy_workers());
   const oracle::Inputs inputs = gdn::testing::MakeRandomInputs(
       options_, {250, 150}, seed_ + 2, /*random_initial_state=*/false);
   const gdn::v1::ForwardRequest good =
@@ -431,12 +420,7 @@ TEST_F(LargeForwardRequestTest, MediumRequestsSharedWithAPollerPackTheSame) {
   for (int i = 0; i < 10; ++i) {
     absl::StatusOr<std::unique_ptr<ForwardCall>> v = ReadInto(polled, good, i);
     ASSERT_TRUE(v.ok()) << v.status();
-    const PackedInputs& in = (*v)->inputs;
-    for (auto [t, at] : {std::pair{&good.q(), in.layout.q}, {&good.k(), in.layout.k},
-                         {&good.v(), in.layout.v}, {&good.g(), in.layout.g},
-                         {&good.beta(), in.layout.beta}}) {
-      ASSERT_EQ(std::memcmp(in.block->data + at, t->data().data(), t->data().size()), 0);
-    }
+    ExpectPacked(**v, &good);
   }
   gdn::v1::ForwardRequest r = good;
   const uint16_t nan_bf16 = 0x7fc0;
@@ -446,8 +430,6 @@ TEST_F(LargeForwardRequestTest, MediumRequestsSharedWithAPollerPackTheSame) {
   }
   std::memcpy(r.mutable_v()->mutable_data()->data() + 2 * 3, &nan_bf16, 2);
   absl::StatusOr<std::unique_ptr<ForwardCall>> v = ReadInto(polled, r);
-  stop = true;
-  poller.join();
   ASSERT_FALSE(v.ok());
   EXPECT_THAT(std::string(v.status().message()),
               HasSubstr("k: element " + std::to_string(k_elements / 2) + " "));
