@@ -144,12 +144,15 @@ bool SkipUnknownField(CodedInputStream& in, uint32_t tag, int depth = 0) {
 // length is missing or claims more bytes than are left (PushLimit alone
 // would silently stop at the enclosing limit and so accept a truncated
 // message, which protobuf's own parser refuses). The scanners push the
-// message's size first, so a limit is always in force.
-bool PushLength(CodedInputStream& in, CodedInputStream::Limit* limit) {
-  uint32_t length = 0;
-  if (!ReadLength(in, &length)) return false;
-  if (length > static_cast<uint32_t>(std::max(in.BytesUntilLimit(), 0))) return false;
-  *limit = in.PushLimit(static_cast<int>(length));
+// message's size first, so a limit is always in force. `length`, when
+// given, gets the length read.
+bool PushLength(CodedInputStream& in, CodedInputStream::Limit* limit,
+                uint32_t* length = nullptr) {
+  uint32_t read = 0;
+  if (!ReadLength(in, &read)) return false;
+  if (read > static_cast<uint32_t>(std::max(in.BytesUntilLimit(), 0))) return false;
+  *limit = in.PushLimit(static_cast<int>(read));
+  if (length != nullptr) *length = read;
   return true;
 }
 
@@ -250,10 +253,9 @@ absl::Status ReadTensor(CodedInputStream& in, absl::string_view message,
 // its string built and freed), 50 us for a decode call of 256 sessions.
 bool ReadPlainSequence(const void* data, uint32_t size, SequenceField* out) {
   CodedInputStream in(static_cast<const uint8_t*>(data), static_cast<int>(size));
-  auto varint_field = [&](uint32_t field) { return WireFormatLite::MakeTag(field, kVarint); };
   while (const uint32_t tag = ReadTag(in)) {
-    uint64_t value = 0;
-    if (tag == WireFormatLite::MakeTag(1, kLength)) {  // session_id
+    const int field = WireFormatLite::GetTagFieldNumber(tag);
+    if (field == 1 && ExpectWireType(tag, kLength)) {  // session_id
       uint32_t length = 0;
       if (!ReadLength(in, &length) || !in.ReadString(&out->session_id, static_cast<int>(length))) {
         return false;
@@ -263,12 +265,11 @@ bool ReadPlainSequence(const void* data, uint32_t size, SequenceField* out) {
       }
       continue;
     }
-    if (tag != varint_field(2) && tag != varint_field(3) && tag != varint_field(4) &&
-        tag != varint_field(5)) {
+    uint64_t value = 0;
+    if (field < 2 || field > 5 || !ExpectWireType(tag, kVarint) || !in.ReadVarint64(&value)) {
       return false;
     }
-    if (!in.ReadVarint64(&value)) return false;
-    switch (WireFormatLite::GetTagFieldNumber(tag)) {
+    switch (field) {
       case 2: out->position = static_cast<int64_t>(value); break;
       case 3: out->num_tokens = static_cast<int32_t>(value); break;  // int32: low 32 bits
       case 4: out->draft = value != 0; break;
@@ -279,31 +280,28 @@ bool ReadPlainSequence(const void* data, uint32_t size, SequenceField* out) {
 }
 
 absl::Status ReadSequence(CodedInputStream& in, std::vector<SequenceField>* out) {
+  CodedInputStream::Limit limit;
   uint32_t length = 0;
-  if (!ReadLength(in, &length) || length > static_cast<uint32_t>(std::max(in.BytesUntilLimit(), 0))) {
-    return NotA("ForwardRequest", "sequences: truncated");
-  }
+  if (!PushLength(in, &limit, &length)) return NotA("ForwardRequest", "sequences: truncated");
   SequenceField field;
   const void* data = nullptr;
-  int contiguous = 0;
+  int contiguous = 0;  // within the limit
   if (in.GetDirectBufferPointer(&data, &contiguous) && contiguous >= static_cast<int>(length) &&
       ReadPlainSequence(data, length, &field)) {
     in.Skip(static_cast<int>(length));
-    out->push_back(std::move(field));
-    return absl::OkStatus();
-  }
-  gdn::v1::SequenceSpec spec;
-  const CodedInputStream::Limit limit = in.PushLimit(static_cast<int>(length));
-  if (!spec.MergeFromCodedStream(&in) || !in.ConsumedEntireMessage()) {
-    return NotA("ForwardRequest", absl::StrCat("sequences[", out->size(), "]: malformed"));
+  } else {
+    gdn::v1::SequenceSpec spec;
+    if (!spec.MergeFromCodedStream(&in) || !in.ConsumedEntireMessage()) {
+      return NotA("ForwardRequest", absl::StrCat("sequences[", out->size(), "]: malformed"));
+    }
+    field = SequenceField{};
+    field.session_id = std::move(*spec.mutable_session_id());
+    field.position = spec.position();
+    field.num_tokens = spec.num_tokens();
+    field.draft = spec.draft();
+    field.checkpoint_interval = spec.checkpoint_interval();
   }
   in.PopLimit(limit);
-  field = SequenceField{};
-  field.session_id = std::move(*spec.mutable_session_id());
-  field.position = spec.position();
-  field.num_tokens = spec.num_tokens();
-  field.draft = spec.draft();
-  field.checkpoint_interval = spec.checkpoint_interval();
   out->push_back(std::move(field));
   return absl::OkStatus();
 }

@@ -41,6 +41,9 @@ void WorkSharingPool::Run(size_t jobs, absl::FunctionRef<void(size_t)> job, Help
     return;
   }
   auto batch = std::make_shared<Batch>(jobs, job);
+  // The caller's own first job, claimed before any helper can see the
+  // batch: the caller always runs at least one (its bytes stay in its cache).
+  const size_t first = batch->next.fetch_add(1);
   {
     std::lock_guard<std::mutex> lock(mu_);
     open_.push_back(batch);
@@ -50,6 +53,8 @@ void WorkSharingPool::Run(size_t jobs, absl::FunctionRef<void(size_t)> job, Help
     const size_t helpers_wanted = std::min(jobs - 1, threads_.size());
     for (size_t i = 0; i < helpers_wanted; ++i) work_cv_.notify_one();
   }
+  batch->job(first);
+  batch->done.fetch_add(1);
   batch->Drain();
   // Jobs a helper took are still running; wait for them, not for new ones:
   // spinning first, since a job takes tens of microseconds and a

@@ -1,7 +1,8 @@
 // WorkSharingPool: a few threads that help a caller through a list of
 // independent jobs. Run(n, job) calls job(0) .. job(n - 1), each exactly
-// once, on the calling thread and on whichever pool threads are free, and
-// returns when all n have returned. Jobs are taken from one shared counter,
+// once, on the calling thread (job(0) always) and on whichever pool threads
+// (or pollers) are free, and returns when all n have returned. Jobs are
+// taken from one shared counter,
 // so a caller whose helpers are busy with another caller's jobs simply does
 // more of its own: Run never waits for a job that nobody has started, and
 // with no pool threads (or from a pool thread) it is a plain loop.

@@ -56,24 +56,36 @@ TEST(WorkSharingPoolTest, WithoutThreadsTheCallerRunsEverything) {
   EXPECT_EQ(ran, 50);
 }
 
-TEST(WorkSharingPoolTest, ManyCallersAtOnceEachGetTheirOwnJobsDone) {
-  // Callers outnumber the pool: a caller whose helpers are elsewhere runs
-  // its own jobs, and no caller sees another's.
-  WorkSharingPool pool(2);
-  constexpr int kCallers = 6, kRounds = 200, kJobs = 13;
+// `callers` threads each Run `rounds` times `jobs` jobs that add the
+// caller's number to their slot (Helpers::kPollers on odd rounds when
+// `alternate`): how many slots came out wrong (run twice, never, or by
+// another caller's job).
+int WrongSlotsOverCallers(WorkSharingPool& pool, int callers, int rounds, int jobs,
+                          bool alternate) {
   std::atomic<int> wrong{0};
-  std::vector<std::thread> callers;
-  for (int c = 0; c < kCallers; ++c) {
-    callers.emplace_back([&, c] {
-      for (int round = 0; round < kRounds; ++round) {
-        std::vector<int> seen(kJobs, 0);
-        pool.Run(kJobs, [&](size_t i) { seen[i] += c + 1; });
+  std::vector<std::thread> threads;
+  for (int c = 0; c < callers; ++c) {
+    threads.emplace_back([&, c] {
+      for (int round = 0; round < rounds; ++round) {
+        std::vector<int> seen(jobs, 0);
+        pool.Run(jobs, [&](size_t i) { seen[i] += c + 1; },
+                 alternate && round % 2 == 1 ? WorkSharingPool::Helpers::kPollers
+                                             : WorkSharingPool::Helpers::kThreads);
         for (int v : seen) wrong += v != c + 1;
       }
     });
   }
-  for (std::thread& t : callers) t.join();
-  EXPECT_EQ(wrong.load(), 0);
+  for (std::thread& t : threads) t.join();
+  return wrong.load();
+}
+
+TEST(WorkSharingPoolTest, ManyCallersAtOnceEachGetTheirOwnJobsDone) {
+  // Callers outnumber the pool: a caller whose helpers are elsewhere runs
+  // its own jobs, and no caller sees another's.
+  WorkSharingPool pool(2);
+  EXPECT_EQ(WrongSlotsOverCallers(pool, /*callers=*/6, /*rounds=*/200, /*jobs=*/13,
+                                  /*alternate=*/false),
+            0);
 }
 
 // A poller (the idle engine thread: Polling, then Help() in its loop) takes
@@ -116,22 +128,9 @@ TEST(WorkSharingPoolTest, APollersRunWithoutPollersRunsOnTheCallerAlone) {
 TEST(WorkSharingPoolTest, CallersAndPollersAtOnceRunEachJobOnceForItsCaller) {
   WorkSharingPool pool(1);
   testing_engine::PollingThread first_poller(pool), second_poller(pool);
-  constexpr int kCallers = 4, kRounds = 200, kJobs = 9;
-  std::atomic<int> wrong{0};
-  std::vector<std::thread> callers;
-  for (int c = 0; c < kCallers; ++c) {
-    callers.emplace_back([&, c] {
-      for (int round = 0; round < kRounds; ++round) {
-        std::vector<int> seen(kJobs, 0);
-        pool.Run(kJobs, [&](size_t i) { seen[i] += c + 1; },
-                 round % 2 == 0 ? WorkSharingPool::Helpers::kPollers
-                                : WorkSharingPool::Helpers::kThreads);
-        for (int v : seen) wrong += v != c + 1;
-      }
-    });
-  }
-  for (std::thread& t : callers) t.join();
-  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(WrongSlotsOverCallers(pool, /*callers=*/4, /*rounds=*/200, /*jobs=*/9,
+                                  /*alternate=*/true),
+            0);
 }
 
 }  // namespace
