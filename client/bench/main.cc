@@ -84,6 +84,10 @@ ABSL_FLAG(double, retry_s, 10,
           "UNAVAILABLE (a draining server, a proxy with no server) is retried with backoff "
           "for up to this many seconds per call; 0: never");
 ABSL_FLAG(int64_t, max_message_bytes, 64 << 20, "largest gRPC message");
+ABSL_FLAG(int64_t, part_bytes, 0,
+          "> 0: calls with larger requests go in parts of at most this many bytes, "
+          "pipelined over the stream (--transport=stream only; 0: split only at the "
+          "message limit)");
 ABSL_FLAG(bool, progress, true, "a progress line on stderr each second");
 ABSL_FLAG(std::string, sweep, "", "concurrency:1,2,4,8 or rate:5,10,20: one run per load");
 ABSL_FLAG(double, slo_p99_ms, 0, "> 0: search the highest load whose P99 meets this");
@@ -203,6 +207,7 @@ absl::StatusOr<BenchConfig> ConfigFromFlags() {
   c.deadline_s = absl::GetFlag(FLAGS_deadline_s);
   c.retry_s = absl::GetFlag(FLAGS_retry_s);
   c.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  c.part_bytes = absl::GetFlag(FLAGS_part_bytes);
   if (absl::GetFlag(FLAGS_default_transport)) {
     c.transport.stream_window_bytes = c.transport.max_frame_bytes = 0;
     c.transport.max_read_chunk_bytes = 0;

@@ -62,7 +62,9 @@ SessionRunner::SessionRunner(GdnClient* client, const RequestFactory* factory,
                              const BenchConfig& config, Recorder* recorder,
                              Clock::time_point stop_at, uint64_t seed)
     : client_(client), factory_(factory), config_(config), recorder_(recorder),
-      stop_at_(stop_at), rng_(seed), message_limit_(client->EffectiveMessageLimit()) {
+      stop_at_(stop_at), rng_(seed), message_limit_(client->EffectiveMessageLimit()),
+      part_limit_(config.part_bytes > 0 ? std::min(config.part_bytes, message_limit_)
+                                        : message_limit_) {
   if (config.shm || config.cuda_ipc) {
     absl::StatusOr<std::unique_ptr<RegionTransport>> regions =
         config.shm ? absl::StatusOr<std::unique_ptr<RegionTransport>>(
@@ -144,7 +146,7 @@ bool SessionRunner::Forward(Lane& lane, const std::vector<SequenceSlot>& seqs, i
   // into parts that reference sub-ranges of it: no tensor byte is copied on
   // the client. The clock covers the RPCs only.
   absl::StatusOr<std::vector<ForwardPartRefs>> parts = SplitForwardRequestParts(
-      factory_->BuildParts(layer, seqs, rng), message_limit_);
+      factory_->BuildParts(layer, seqs, rng), part_limit_);
   if (parts.ok() && (config_.shm || config_.cuda_ipc)) {
     for (size_t p = 0; p < parts->size() && parts.ok(); ++p) {
       absl::Status s = regions_ != nullptr

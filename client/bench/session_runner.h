@@ -103,6 +103,9 @@ class SessionRunner {
   // The client's effective message limit, asked once (it never changes
   // while a server runs): the limit unary requests are split at.
   int64_t message_limit_ = 0;
+  // What a call's request is split at: message_limit_, or the smaller
+  // --part_bytes (parts pipelined over the stream).
+  int64_t part_limit_ = 0;
   // --warm_prefix: this runner's parent, kept across units (empty until the
   // first fork unit prefilled it).
   std::vector<std::string> warm_parent_;

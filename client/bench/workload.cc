@@ -163,6 +163,11 @@ absl::Status ValidateConfig(const BenchConfig& c) {
   auto bad = [](auto... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
   if (c.server.empty()) return bad("--server is empty");
   if (c.sessions_per_call < 1) return bad("--sessions_per_call must be >= 1");
+  if (c.part_bytes < 0) return bad("--part_bytes must be >= 0, got ", c.part_bytes);
+  if (c.part_bytes > 0 && !c.stream) {
+    return bad("--part_bytes pipelines the parts of a call over a stream: it needs "
+               "--transport=stream (unary parts would go one after another)");
+  }
   if (c.fork_fanout < 0 || c.shared_prefix_tokens < 0) {
     return bad("--fork_fanout and --shared_prefix_tokens must be >= 0");
   }

@@ -102,6 +102,11 @@ struct BenchConfig {
   double deadline_s = 60;     // per call
   double retry_s = 10;        // UNAVAILABLE retried for up to this long per call (0: never)
   int64_t max_message_bytes = 64 << 20;
+  // > 0: a call whose request is larger goes in parts of at most this many
+  // bytes (client/forward_parts_split.h), all sent over the lane's stream
+  // before the first answer is read, so the server stages and runs the
+  // first parts while the rest is still in flight (--transport=stream only).
+  int64_t part_bytes = 0;
   // The channels' HTTP/2 window, frame and read sizes (proto/grpc_transport.h;
   // zeros: gRPC's defaults). Its max_message_bytes is not used.
   wire::TransportOptions transport;

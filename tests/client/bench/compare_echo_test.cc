@@ -109,6 +109,29 @@ TEST(CompareEchoTest, RequestsOverTheLimitAreSplitIntoSeveralRpcs) {
   }
 }
 
+// --part_bytes: parts under the message limit, pipelined over the stream;
+// refused for unary calls (they would go one after another).
+TEST(CompareEchoTest, PartBytesSplitsUnderTheLimitOverTheStreamOnly) {
+  std::unique_ptr<echo::EchoServer> server = StartEcho(echo::EchoMode::kRaw);
+  ASSERT_NE(server, nullptr);
+  BenchConfig c = Workload(server->address());
+  c.stream = true;
+  c.sessions = c.sessions_per_call = 1;
+  c.rounds = 1;
+  c.prefill_tokens = LengthSpec::Fixed(1000);  // ~219 KiB, under the 8 MiB limit
+  c.part_bytes = 100000;                       // ~150 tokens a part
+  absl::StatusOr<BenchResult> r = RunBench(c);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->measured.failed_calls(), 0);
+  EXPECT_EQ(r->measured.prefill().calls, 2);
+  EXPECT_GT(r->rpcs.Total("ForwardStream"), r->measured.forward_calls() + 2 * 4);
+
+  c.stream = false;
+  r = RunBench(c);
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("--transport=stream"));
+}
+
 std::string ReadFile(const std::string& path) {
   std::ifstream f(path);
   std::stringstream s;
