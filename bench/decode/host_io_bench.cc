@@ -13,7 +13,11 @@
 // states must be bitwise equal to the copies' way.
 //
 //   decode_host_io_bench [--batches=1,8,32,64,128,256] [--calls=2000]
-//                        [--rounds=3] [--state=fp32|bf16]
+//                        [--rounds=3] [--state=fp32|bf16] [--gap_us=0]
+//
+// --gap_us: the host sleeps this long between calls (untimed), as a server
+// waits for a client's next call: the GPU idles in between, as it does
+// under a closed-loop client (0: calls back to back).
 //
 // Shape: Hqk 16, Hv 32, K = V = 128, bf16 activations, direct gating, L2
 // norm on (the server's default). Pages rotate over >= 256 MiB so states
@@ -29,6 +33,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -180,7 +185,7 @@ absl::Status OneCall(Arm arm, const GdnOptions& options, const BlockLayout& l, c
   }
 }
 
-absl::Status RunBatch(const GdnOptions& options, int batch, int calls, int rounds,
+absl::Status RunBatch(const GdnOptions& options, int batch, int calls, int rounds, int gap_us,
                       cudaStream_t stream, std::mt19937_64& rng) {
   const LayerShape& s = options.shape;
   const StatePageLayout pages = StatePageLayout::For(s, options.state_dtype);
@@ -280,6 +285,7 @@ absl::Status RunBatch(const GdnOptions& options, int batch, int calls, int round
                                               cudaMemcpyHostToDevice));
         }
         r = (r + 1) % rotations;
+        if (gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(gap_us));
         const auto t0 = std::chrono::steady_clock::now();
         if (absl::Status st = OneCall(arms[a], options, l, b, pages.page_bytes, num_pages, batch,
                                       o_bytes, stream, done);
@@ -315,6 +321,7 @@ int Main(int argc, char** argv) {
   }
   const int calls = std::atoi(Flag(argc, argv, "calls", "2000").c_str());
   const int rounds = std::atoi(Flag(argc, argv, "rounds", "3").c_str());
+  const int gap_us = std::atoi(Flag(argc, argv, "gap_us", "0").c_str());
   GdnOptions options;
   options.shape = {16, 32, 128, 128};
   options.input_dtype = DType::kBF16;
@@ -330,14 +337,14 @@ int Main(int argc, char** argv) {
     return 1;
   }
   std::printf("device %s, unified addressing %d, can map host memory %d; state %s, %d calls x %d "
-              "rounds per arm\n",
+              "rounds per arm, %d us between calls\n",
               prop.name, prop.unifiedAddressing, prop.canMapHostMemory,
-              std::string(StateDTypeName(options.state_dtype)).c_str(), calls, rounds);
+              std::string(StateDTypeName(options.state_dtype)).c_str(), calls, rounds, gap_us);
   cudaStream_t stream;
   if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) return 1;
   std::mt19937_64 rng(std::random_device{}());
   for (int batch : batches) {
-    if (absl::Status s = RunBatch(options, batch, calls, rounds, stream, rng); !s.ok()) {
+    if (absl::Status s = RunBatch(options, batch, calls, rounds, gap_us, stream, rng); !s.ok()) {
       std::fprintf(stderr, "decode_host_io_bench: %s\n", s.ToString().c_str());
       return 1;
     }

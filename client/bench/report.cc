@@ -216,6 +216,7 @@ std::string FormatJsonReport(const BenchResult& r, const BenchResult* ceiling,
                     {"batch_size", MapJson(m.batch_size, hist(1))},
                     {"batch_tokens", MapJson(m.batch_tokens, hist(1))},
                     {"kernel_ms", MapJson(m.kernel_s, hist(1e3))},
+                    {"staging_ms", MapJson(m.staging_s, hist(1e3))},
                     {"tokens", MapJson(m.tokens, [](double n) { return JsonNumber(n); })},
                     {"cache_bytes_after", MapJson(m.cache_bytes_after, [](double n) { return JsonNumber(n); })},
                     {"counters", MapJson(m.counters, [](double n) { return JsonNumber(n); })},
@@ -341,9 +342,16 @@ std::string FormatTextReport(const BenchResult& r, const BenchResult* ceiling) {
       const HistogramDelta& b = m.batch_size.at(phase);
       if (b.count == 0) continue;
       out += absl::StrFormat(
-          "    %-7s kernel calls %.0f: %.2f seqs, %.1f tokens per call, kernel mean %.3f ms p99 %.3f\n",
+          "    %-7s kernel calls %.0f: %.2f seqs, %.1f tokens per call, kernel mean %.3f ms p50 "
+          "%.3f p99 %.3f",
           phase, b.count, b.mean(), m.batch_tokens.at(phase).mean(),
-          m.kernel_s.at(phase).mean() * 1e3, m.kernel_s.at(phase).p99 * 1e3);
+          m.kernel_s.at(phase).mean() * 1e3, m.kernel_s.at(phase).p50 * 1e3,
+          m.kernel_s.at(phase).p99 * 1e3);
+      const auto staging = m.staging_s.find(phase);
+      if (staging != m.staging_s.end() && staging->second.count > 0) {
+        out += absl::StrFormat(" (host staging p50 %.3f)", staging->second.p50 * 1e3);
+      }
+      out += "\n";
     }
     std::vector<std::string> cache;
     for (const auto& [k, v] : m.cache_bytes_after) cache.push_back(absl::StrFormat("%s %.0f", k, v));

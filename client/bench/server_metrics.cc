@@ -209,6 +209,7 @@ ServerMetricsDelta DiffServerMetrics(const std::string& before_text, const std::
     d.batch_size[phase] = DiffHistogram(before, after, "gdn_batch_size", l);
     d.batch_tokens[phase] = DiffHistogram(before, after, "gdn_batch_tokens", l);
     d.kernel_s[phase] = DiffHistogram(before, after, "gdn_kernel_duration_seconds", l);
+    d.staging_s[phase] = DiffHistogram(before, after, "gdn_batch_staging_seconds", l);
     d.tokens[phase] = Sum(after, "gdn_tokens_total", l) - Sum(before, "gdn_tokens_total", l);
   }
   for (const MetricSample& s : after) {

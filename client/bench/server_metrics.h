@@ -41,6 +41,9 @@ struct ServerMetricsDelta {
   std::map<std::string, HistogramDelta> batch_size;     // phase -> sequences per kernel call
   std::map<std::string, HistogramDelta> batch_tokens;   // phase -> tokens per kernel call
   std::map<std::string, HistogramDelta> kernel_s;       // phase -> kernel time (s)
+  // phase -> the host part of a batch's launch (s); empty from servers
+  // before gdn_batch_staging_seconds.
+  std::map<std::string, HistogramDelta> staging_s;
   std::map<std::string, double> tokens;                 // phase -> tokens run
   std::map<std::string, double> cache_bytes_after;      // "tier/state" -> bytes
   std::map<std::string, double> counters;  // spills, restores, evictions, expired, cow_copies

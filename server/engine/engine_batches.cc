@@ -81,6 +81,9 @@ bool Engine::LaunchBatches(absl::Time now, bool stopping) {
       for (const auto& other : lanes_) kind_busy |= other->busy && other->decode == lane.decode;
       if (kind_busy) continue;
     }
+    // The launch itself, after this step's admission and planning (`now`
+    // is the step's start): the queue delay and the lane's time from here.
+    const absl::Time launch = absl::Now();
     for (const BatchEntry& e : entries) {
       RunningCall& running = *e.call;
       running.planned_tokens[e.seq] = e.offset + e.tokens;
@@ -88,13 +91,13 @@ bool Engine::LaunchBatches(absl::Time now, bool stopping) {
       if (!running.started) {
         running.started = true;
         if (metrics_ != nullptr) {
-          metrics_->RecordQueueDelay(running.call->method, now - running.call->enqueued);
+          metrics_->RecordQueueDelay(running.call->method, launch - running.call->enqueued);
         }
       }
     }
     lane.entries = std::move(entries);
     lane.tokens = tokens;
-    lane.launched = now;
+    lane.launched = launch;
     lane.busy = true;
     launched = true;
     if (metrics_ != nullptr) metrics_->RecordBatchLaunched(Phase(lane.decode));
@@ -102,7 +105,11 @@ bool Engine::LaunchBatches(absl::Time now, bool stopping) {
       CompleteLane(lane, absl::OkStatus());  // no kernel: done at once
       continue;
     }
-    if (absl::Status s = StageAndLaunch(lane); !s.ok()) {
+    absl::Status staged = StageAndLaunch(lane);
+    if (staged.ok() && metrics_ != nullptr) {
+      metrics_->RecordBatchStaged(Phase(lane.decode), absl::Now() - launch);
+    }
+    if (absl::Status s = std::move(staged); !s.ok()) {
       (void)lane.stream->Synchronize();  // nothing of it may still run
       CompleteLane(lane, absl::Status(s.code() == absl::StatusCode::kInvalidArgument
                                           ? absl::StatusCode::kInternal

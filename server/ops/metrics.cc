@@ -59,8 +59,14 @@ ServerMetrics::ServerMetrics(absl::string_view version,
                   .Register(*registry_)),
       kernel_duration_(BuildHistogram()
                            .Name("gdn_kernel_duration_seconds")
-                           .Help("Batch time on its lane: launch (gather, kernel, o download) to seen done")
+                           .Help("Batch time on its lane: launch (staging, gather, kernel, o "
+                                 "download) to seen done")
                            .Register(*registry_)),
+      batch_staging_(BuildHistogram()
+                         .Name("gdn_batch_staging_seconds")
+                         .Help("Host time of a batch's launch: metadata built, copies and "
+                               "kernels enqueued")
+                         .Register(*registry_)),
       batches_in_flight_(BuildGauge()
                              .Name("gdn_engine_batches_in_flight")
                              .Help("Batches on the engine's lanes by phase")
@@ -189,6 +195,7 @@ ServerMetrics::ServerMetrics(absl::string_view version,
     phases_[i].tokens_histogram = &batch_tokens_.Add(labels, CountBuckets());
     phases_[i].tokens = &tokens_.Add(labels);
     phases_[i].duration = &kernel_duration_.Add(labels, LatencyBuckets());
+    phases_[i].staging = &batch_staging_.Add(labels, LatencyBuckets());
     phases_[i].in_flight = &batches_in_flight_.Add(labels);
   }
 }
@@ -267,6 +274,10 @@ void ServerMetrics::RecordBatch(absl::string_view phase, int num_seqs, int64_t t
   h.tokens_histogram->Observe(static_cast<double>(tokens));
   h.tokens->Increment(static_cast<double>(tokens));
   h.duration->Observe(absl::ToDoubleSeconds(duration));
+}
+
+void ServerMetrics::RecordBatchStaged(absl::string_view phase, absl::Duration staging) {
+  Phase(phase).staging->Observe(absl::ToDoubleSeconds(staging));
 }
 
 void ServerMetrics::UpdateStateCache(const StateCacheStats& s) {

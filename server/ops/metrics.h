@@ -8,7 +8,9 @@
 //   gdn_batch_size{phase}, gdn_batch_tokens{phase}    histograms per batch
 //   gdn_tokens_total{phase}                    counter
 //   gdn_kernel_duration_seconds{phase}         histogram, batch launch -> seen done
-//                                              (gather, kernel and o download)
+//                                              (staging, gather, kernel, o download)
+//   gdn_batch_staging_seconds{phase}           histogram, batch launch -> all of it
+//                                              enqueued (host: metadata, copies, kernel)
 //   gdn_engine_batches_in_flight{phase}        gauge, batches on the engine's lanes
 //   gdn_sessions                               gauge
 //   gdn_state_cache_pages{tier,state}          gauge, state = used/free/pinned
@@ -74,6 +76,9 @@ class ServerMetrics {
   void RecordBatchLaunched(absl::string_view phase);
   void RecordBatch(absl::string_view phase, int num_seqs, int64_t tokens,
                    absl::Duration duration);
+  // The host part of a batch's launch: its metadata built, its copies and
+  // kernels enqueued (the rest of the batch's duration is the device's).
+  void RecordBatchStaged(absl::string_view phase, absl::Duration staging);
   // Gauges and cache counters from a stats snapshot (engine thread).
   void UpdateStateCache(const StateCacheStats& stats);
   void UpdateDeviceMemory(const DeviceMemoryInfo& memory);
@@ -98,6 +103,7 @@ class ServerMetrics {
     prometheus::Histogram* tokens_histogram = nullptr;
     prometheus::Counter* tokens = nullptr;
     prometheus::Histogram* duration = nullptr;
+    prometheus::Histogram* staging = nullptr;
     prometheus::Gauge* in_flight = nullptr;
   };
   MethodHandles& Method(absl::string_view method);  // under mu_
@@ -111,6 +117,7 @@ class ServerMetrics {
   prometheus::Family<prometheus::Histogram>& batch_tokens_;
   prometheus::Family<prometheus::Counter>& tokens_;
   prometheus::Family<prometheus::Histogram>& kernel_duration_;
+  prometheus::Family<prometheus::Histogram>& batch_staging_;
   prometheus::Family<prometheus::Gauge>& batches_in_flight_;
   prometheus::Gauge& sessions_;
   prometheus::Family<prometheus::Gauge>& cache_pages_;

@@ -486,6 +486,13 @@ TEST_F(GdnServiceTest, MetricsCountWhatWasSent) {
   EXPECT_EQ(MetricValue(body, "gdn_queue_duration_seconds_count",
                         {"method=\"Forward\""}), ok_calls);
   EXPECT_GE(MetricValue(body, "gdn_batch_size_count", {"phase=\"decode\""}), 1);
+  // Every batch's launch is timed once (its host staging), both phases.
+  for (const char* phase : {"phase=\"decode\"", "phase=\"prefill\""}) {
+    EXPECT_EQ(MetricValue(body, "gdn_batch_staging_seconds_count", {phase}),
+              MetricValue(body, "gdn_batch_size_count", {phase}))
+        << phase;
+  }
+  EXPECT_GE(MetricValue(body, "gdn_batch_staging_seconds_count", {"phase=\"prefill\""}), 1);
   EXPECT_EQ(MetricValue(body, "gdn_sessions", {}), 2);
   // m1 and m2 each hold one written page of layer 0.
   EXPECT_EQ(MetricValue(body, "gdn_state_cache_pages",
