@@ -1,6 +1,8 @@
 // StateCache::Create: checks the config, sizes the tiers and allocates them.
 #include "state_cache/state_cache.h"
 
+#include <time.h>
+
 #include <cstdint>
 #include <limits>
 #include <utility>
@@ -10,6 +12,12 @@
 #include "state_cache/tiered_page_store.h"
 
 namespace gdn {
+
+absl::Time CoarseNow() {
+  timespec ts;
+  if (clock_gettime(CLOCK_REALTIME_COARSE, &ts) != 0) return absl::Now();
+  return absl::TimeFromTimespec(ts);
+}
 
 absl::StatusOr<std::unique_ptr<StateCache>> StateCache::Create(
     const StateCacheConfig& config, Backend* backend) {
@@ -42,7 +50,7 @@ absl::StatusOr<std::unique_ptr<StateCache>> StateCache::Create(
         kMaxPages));
   }
   StateCacheConfig kept = config;
-  if (!kept.clock) kept.clock = [] { return absl::Now(); };
+  if (!kept.clock) kept.clock = CoarseNow;
   absl::StatusOr<std::unique_ptr<TieredPageStore>> store =
       TieredPageStore::Create(backend, static_cast<int64_t>(page_bytes),
                               static_cast<int32_t>(device_pages),

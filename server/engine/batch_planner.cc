@@ -10,6 +10,7 @@ BatchPlan PlanBatch(const std::vector<PlanItem>& items,
                     const PlannerLimits& limits) {
   BatchPlan plan;
   absl::flat_hash_set<int32_t> used;
+  used.reserve(items.size());  // no rehash while a 256-sequence call is planned
   const int64_t budget = std::max<int64_t>(limits.max_batch_tokens, 1);
 
   // Decode: whole items, first.
