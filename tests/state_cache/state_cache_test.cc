@@ -1,6 +1,8 @@
 // StateCache::Create: config checks, tier sizes and memory ownership.
 #include "state_cache/state_cache.h"
 
+#include <time.h>
+
 #include "gtest/gtest.h"
 #include "tests/state_cache/cache_test_util.h"
 #include "tests/state_cache/fake_backend.h"
@@ -107,7 +109,23 @@ TEST(StateCacheCreateTest, AllocationFailuresPropagateAndLeakNothing) {
   EXPECT_EQ(backend.live_host_allocations(), 0);
 }
 
-TEST(StateCacheCreateTest, MissingClockFallsBackToNow) {
+// The coarse clock's tick (its resolution), plus 1 ms for absl::Now's own
+// estimate of the time.
+absl::Duration CoarseSlack() {
+  timespec res{};
+  EXPECT_EQ(clock_getres(CLOCK_REALTIME_COARSE, &res), 0);
+  return absl::DurationFromTimespec(res) + absl::Milliseconds(1);
+}
+
+TEST(CoarseNowTest, IsTheRealTimeClockAtItsLastTick) {
+  const absl::Time before = absl::Now();
+  const absl::Time coarse = CoarseNow();
+  const absl::Time after = absl::Now();
+  EXPECT_GE(coarse, before - CoarseSlack());
+  EXPECT_LE(coarse, after + absl::Milliseconds(1));
+}
+
+TEST(StateCacheCreateTest, MissingClockFallsBackToCoarseNow) {
   FakeBackend backend;
   StateCacheConfig config = SmallConfig(1, 2, 0);
   config.clock = nullptr;
@@ -115,7 +133,10 @@ TEST(StateCacheCreateTest, MissingClockFallsBackToNow) {
   ASSERT_TRUE(cache.ok()) << cache.status();
   const absl::Time before = absl::Now();
   ASSERT_TRUE((*cache)->CreateSession("s").ok());
-  EXPECT_GE((*cache)->DescribeSession("s")->last_access, before);
+  const absl::Time after = absl::Now();
+  const absl::Time stamp = (*cache)->DescribeSession("s")->last_access;
+  EXPECT_GE(stamp, before - CoarseSlack());
+  EXPECT_LE(stamp, after + absl::Milliseconds(1));
 }
 
 }  // namespace
