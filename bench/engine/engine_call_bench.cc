@@ -12,36 +12,28 @@
 // are an arena block of the call's size, never read (no compute). First it
 // prints what one read of absl::Now() and of the state cache's CoarseNow()
 // costs on this host (the cache stamps a session twice per sequence).
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <future>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/eval/eval_stats.h"
 #include "server/engine/engine.h"
 #include "state_cache/state_cache.h"
 
+ABSL_FLAG(std::string, sessions, "1,32,256", "sessions per call, one run each");
+ABSL_FLAG(int, steps, 200, "decode steps per run (each over every layer); the first 10 untimed");
+ABSL_FLAG(int, layers, 4, "layers per step");
+
 namespace gdn {
 namespace {
-
-std::string Flag(int argc, char** argv, const std::string& name, const std::string& def) {
-  const std::string prefix = "--" + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return argv[i] + prefix.size();
-  }
-  return def;
-}
-
-double Percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
-}
 
 template <typename Clock>
 double NanosPerRead(Clock clock) {
@@ -117,9 +109,9 @@ int Run(int sessions, int steps, int layers) {
       if (step >= 10) us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
     }
   }
+  const eval::Summary s = eval::Summarize(std::move(us));
   std::printf("sessions %4d: submit -> done p50 %7.1f us  p99 %7.1f us  (%.2f us per sequence)\n",
-              sessions, Percentile(us, 0.5), Percentile(us, 0.99),
-              Percentile(us, 0.5) / sessions);
+              sessions, s.p50, s.p99, s.p50 / sessions);
   return 0;
 }
 
@@ -127,11 +119,12 @@ int Run(int sessions, int steps, int layers) {
 }  // namespace gdn
 
 int main(int argc, char** argv) {
-  const int steps = std::atoi(gdn::Flag(argc, argv, "steps", "200").c_str());
-  const int layers = std::atoi(gdn::Flag(argc, argv, "layers", "4").c_str());
+  absl::ParseCommandLine(argc, argv);
+  const int steps = absl::GetFlag(FLAGS_steps);
+  const int layers = absl::GetFlag(FLAGS_layers);
   std::printf("one clock read: absl::Now() %.1f ns, CoarseNow() %.1f ns\n",
               gdn::NanosPerRead([] { return absl::Now(); }), gdn::NanosPerRead(gdn::CoarseNow));
-  for (absl::string_view s : absl::StrSplit(gdn::Flag(argc, argv, "sessions", "1,32,256"), ',')) {
+  for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_sessions), ',')) {
     if (int rc = gdn::Run(std::atoi(std::string(s).c_str()), steps, layers); rc != 0) return rc;
   }
   return 0;
