@@ -105,18 +105,17 @@ bool Engine::LaunchBatches(absl::Time now, bool stopping) {
       CompleteLane(lane, absl::OkStatus());  // no kernel: done at once
       continue;
     }
-    absl::Status staged = StageAndLaunch(lane);
-    if (staged.ok() && metrics_ != nullptr) {
-      metrics_->RecordBatchStaged(Phase(lane.decode), absl::Now() - launch);
+    const absl::Status s = StageAndLaunch(lane);
+    if (s.ok()) {
+      if (metrics_ != nullptr) metrics_->RecordBatchStaged(Phase(lane.decode), absl::Now() - launch);
+      continue;
     }
-    if (absl::Status s = std::move(staged); !s.ok()) {
-      (void)lane.stream->Synchronize();  // nothing of it may still run
-      CompleteLane(lane, absl::Status(s.code() == absl::StatusCode::kInvalidArgument
-                                          ? absl::StatusCode::kInternal
-                                          : s.code(),
-                                      absl::StrCat(Phase(lane.decode),
-                                                   " kernel call failed: ", s.message())));
-    }
+    (void)lane.stream->Synchronize();  // nothing of it may still run
+    CompleteLane(lane, absl::Status(s.code() == absl::StatusCode::kInvalidArgument
+                                        ? absl::StatusCode::kInternal
+                                        : s.code(),
+                                    absl::StrCat(Phase(lane.decode),
+                                                 " kernel call failed: ", s.message())));
   }
   return launched;
 }
