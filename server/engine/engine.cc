@@ -439,8 +439,11 @@ void Engine::Deliver(std::unique_ptr<ForwardCall> call, absl::StatusOr<ForwardRe
 }
 
 void Engine::MaybeRefreshGauges(absl::Time now, bool force) {
-  if (metrics_ == nullptr || (!force && now < next_gauges_)) return;
+  if (!force && now < next_gauges_) return;
+  // Advanced with or without metrics: NextWake counts it, and a past time
+  // there would keep the engine thread from ever sleeping.
   next_gauges_ = now + kGaugeInterval;
+  if (metrics_ == nullptr) return;
   metrics_->UpdateStateCache(cache_->Stats());
   metrics_->UpdateDeviceMemory(backend_->MemoryInfo());
   const IoArenaStats io = arena_->Stats();
