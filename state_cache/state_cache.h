@@ -37,8 +37,8 @@
 namespace gdn {
 
 // The real-time clock at the kernel's tick (CLOCK_REALTIME_COARSE: a few
-// ms of resolution, a few ns to read; absl::Now() costs ~70 ns on the VMs
-// we run on). Last-access stamps need no more.
+// ms of resolution, 10-20 ns to read; absl::Now() costs 70-130 ns on the
+// VMs we run on). Last-access stamps need no more.
 absl::Time CoarseNow();
 
 struct StateCacheConfig {
