@@ -86,9 +86,11 @@ class CudaStream final : public BackendStream {
     return absl::OkStatus();
   }
 
-  absl::Status Record() override {
+  absl::Status Record(bool notify_when_done) override {
     GDN_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_, stream_));
-    if (on_done_) GDN_CUDA_RETURN_IF_ERROR(cudaLaunchHostFunc(stream_, &RunOnDone, this));
+    if (notify_when_done && on_done_) {
+      GDN_CUDA_RETURN_IF_ERROR(cudaLaunchHostFunc(stream_, &RunOnDone, this));
+    }
     return absl::OkStatus();
   }
 
