@@ -83,14 +83,11 @@ class BackendStream {
 
   // Marks the end of the work queued so far; Query() is true once all of it
   // has finished (an error of the work is returned by Query / Synchronize).
-  // With notify_when_done the SetOnDone callback runs then too (cuda: a
-  // host function on the stream, ~5-15 us of the caller's time on the H200
-  // host); an owner that polls Query() anyway passes false.
-  virtual absl::Status Record(bool notify_when_done) = 0;
+  virtual absl::Status Record() = 0;
   virtual absl::StatusOr<bool> Query() = 0;
   virtual absl::Status Synchronize() = 0;
 
-  // `on_done` runs once the work up to each later Record(true) has finished, on
+  // `on_done` runs once the work up to each later Record() has finished, on
   // a thread of the backend's (cuda: the driver's callback thread), so a
   // waiting owner can sleep instead of polling; it may only take a lock and
   // notify. The cpu backend never calls it (its work is done on return).

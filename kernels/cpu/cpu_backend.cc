@@ -49,7 +49,7 @@ class CpuStream final : public BackendStream {
   }
   absl::Status WaitForBackend() override { return absl::OkStatus(); }
   absl::Status WaitFor(BackendStream&) override { return absl::OkStatus(); }
-  absl::Status Record(bool) override { return absl::OkStatus(); }
+  absl::Status Record() override { return absl::OkStatus(); }
   absl::StatusOr<bool> Query() override { return true; }
   absl::Status Synchronize() override { return absl::OkStatus(); }
   void SetOnDone(std::function<void()>) override {}

@@ -86,11 +86,9 @@ class CudaStream final : public BackendStream {
     return absl::OkStatus();
   }
 
-  absl::Status Record(bool notify_when_done) override {
+  absl::Status Record() override {
     GDN_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_, stream_));
-    if (notify_when_done && on_done_) {
-      GDN_CUDA_RETURN_IF_ERROR(cudaLaunchHostFunc(stream_, &RunOnDone, this));
-    }
+    if (on_done_) GDN_CUDA_RETURN_IF_ERROR(cudaLaunchHostFunc(stream_, &RunOnDone, this));
     return absl::OkStatus();
   }
 

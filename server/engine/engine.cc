@@ -21,9 +21,6 @@ namespace {
 constexpr absl::Duration kParkedPollInterval = absl::Milliseconds(10);
 constexpr absl::Duration kMaxExpiryInterval = absl::Seconds(1);
 constexpr absl::Duration kGaugeInterval = absl::Seconds(1);
-// A batch whose end does not notify (Lane::notifies) is polled this often
-// once the engine stops spinning on it.
-constexpr absl::Duration kQuietLanePollInterval = absl::Microseconds(50);
 // While a batch is in flight the engine polls for it this long before it
 // sleeps (a decode batch is done in tens of microseconds: a wake-up would
 // cost more); after that the lane's completion notification wakes it.
@@ -325,9 +322,6 @@ absl::Time Engine::NextWake(absl::Time now) const {
   absl::Time wake = std::min(now + kMaxExpiryInterval, next_expiry_check_);
   wake = std::min(wake, next_gauges_);
   if (!waiting_.empty()) wake = std::min(wake, now + kParkedPollInterval);
-  for (const auto& lane : lanes_) {
-    if (lane->busy && !lane->notifies) wake = std::min(wake, now + kQuietLanePollInterval);
-  }
   for (const auto& running : running_) {
     if (!running->started) {
       wake = std::min(wake, std::max(now, running->call->deadline));

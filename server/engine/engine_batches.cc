@@ -17,11 +17,6 @@ const char* Phase(bool decode) { return decode ? "decode" : "prefill"; }
 
 size_t AlignUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-// A spin at least this long covers a decode batch (0.45 ms at 256 sessions
-// with fp32 states on the H200): such batches are recorded without a
-// wake-up (Lane::notifies).
-constexpr absl::Duration kQuietDecodeSpin = absl::Microseconds(500);
-
 // The page the lease keeps the state at `position` in, or kZeroStatePage.
 int32_t KeptPageAt(const WriteLease& lease, int64_t position) {
   for (size_t i = 0; i < lease.keep_positions.size(); ++i) {
@@ -341,12 +336,7 @@ absl::Status Engine::StageAndLaunch(Lane& lane) {
       return s;
     }
   }
-  // Decode batches end within the engine's spin when it spins long
-  // (--engine_spin_us, 1000 on 8+ hardware threads): their end need not
-  // wake it, which spares cuda's host function on the stream (5-15 us of
-  // this thread's time per batch on the H200 host).
-  lane.notifies = !(lane.decode && config_.lane_spin >= kQuietDecodeSpin);
-  if (absl::Status s = stream.Record(lane.notifies); !s.ok()) return s;
+  if (absl::Status s = stream.Record(); !s.ok()) return s;
   for (const BatchEntry& e : lane.entries) slots_[e.call->slots[e.seq]].lane = lane.index;
   return absl::OkStatus();
 }

@@ -73,10 +73,6 @@ struct Engine::Lane {
   std::shared_ptr<IoBlock> o_block;   // o [T, Hv, V] comes down here
   int64_t tokens = 0;
   absl::Time launched;
-  // Whether its end wakes the engine (BackendStream::Record's notify): not
-  // for batches the engine spins on (Engine::QuietRecord); a sleeping engine
-  // polls those instead.
-  bool notifies = true;
 };
 
 }  // namespace gdn

@@ -68,7 +68,7 @@ void CheckGather(Backend& backend, BackendStream& stream, bool device_source, in
                             static_cast<int>(items.size())).ok());
   std::vector<char> got(expected.size());
   ASSERT_TRUE(stream.CopyToHost(got.data(), *out, got.size()).ok());
-  ASSERT_TRUE(stream.Record(/*notify_when_done=*/true).ok());
+  ASSERT_TRUE(stream.Record().ok());
   ASSERT_TRUE(stream.Synchronize().ok());
   absl::StatusOr<bool> done = stream.Query();
   ASSERT_TRUE(done.ok() && *done);
@@ -99,10 +99,10 @@ TEST_F(CudaStreamTest, WaitForOrdersOneStreamAfterAnother) {
   std::memcpy(*host, big.data(), bytes);
   for (int round = 0; round < 3; ++round) {
     ASSERT_TRUE((*a)->CopyToDevice(*dev, *host, bytes).ok());
-    ASSERT_TRUE((*a)->Record(/*notify_when_done=*/true).ok());
+    ASSERT_TRUE((*a)->Record().ok());
     ASSERT_TRUE((*b)->WaitFor(**a).ok());
     ASSERT_TRUE((*b)->CopyToHost(got.data(), *dev, bytes).ok());
-    ASSERT_TRUE((*b)->Record(/*notify_when_done=*/true).ok());
+    ASSERT_TRUE((*b)->Record().ok());
     ASSERT_TRUE((*b)->Synchronize().ok());
     EXPECT_TRUE(got == big);
     std::memset(got.data(), 0, bytes);
@@ -131,7 +131,7 @@ TEST_F(CudaStreamTest, DecodeAndPrefillOnAStreamMatchTheBackendBitForBit) {
     ASSERT_TRUE((*stream)->WaitForBackend().ok());  // the staged pages
     const GdnParams& p = (*staged)->params();
     ASSERT_TRUE((prefill ? (*stream)->Prefill(options, p) : (*stream)->Decode(options, p)).ok());
-    ASSERT_TRUE((*stream)->Record(/*notify_when_done=*/true).ok());
+    ASSERT_TRUE((*stream)->Record().ok());
     ASSERT_TRUE((*stream)->Synchronize().ok());
     absl::StatusOr<testing::BackendOutputs> on_stream = (*staged)->Fetch();
     ASSERT_TRUE(on_stream.ok()) << on_stream.status();

@@ -193,35 +193,6 @@ TEST_F(EngineTest, CallsMergeWhileTheirLaneIsBusyInAdmissionOrder) {
   EXPECT_EQ(kernels[1].tokens, (std::vector<int32_t>{2, 3, 1}));
 }
 
-// With a long spin, decode batches are recorded without a wake-up (their end
-// is polled); one that outlasts the spin still completes: the sleeping
-// engine polls it. Prefill chunks still wake it. With a short spin every
-// batch wakes it. The bound on the quiet batch's completion is a liveness
-// check, not a speed target: without the poll only the engine's 1 s timers
-// would find it.
-TEST_F(EngineTest, QuietDecodeBatchesThatOutlastTheSpinAreStillSeenDone) {
-  for (const absl::Duration spin : {absl::Milliseconds(1), absl::Microseconds(50)}) {
-    ServerConfig config = SmallConfig();
-    config.decode_lanes = 1;
-    config.lane_spin = spin;
-    Start(config);
-    CreateSessions({"a", "p"});
-    backend_->Hold(0);
-    auto a = Submit(0, {{"a", 0, 1}}, 1);
-    ASSERT_TRUE(backend_->WaitFor([](const std::vector<Op>& log) { return CountKernels(log) == 1; }));
-    absl::SleepFor(spin + absl::Milliseconds(5));  // past the spin: the engine sleeps
-    const absl::Time released = absl::Now();
-    backend_->Release(0);  // no wake-up for a quiet batch
-    ASSERT_TRUE(Get(a).ok());
-    EXPECT_LT(absl::Now() - released, absl::Milliseconds(500)) << spin;
-    const bool quiet = spin >= absl::Microseconds(500);
-    EXPECT_EQ(backend_->QuietRecords(), quiet ? 1 : 0) << spin;
-    ASSERT_TRUE(Get(Submit(0, {{"p", 0, 100}}, 2)).ok());  // a prefill: recorded to wake
-    EXPECT_EQ(backend_->QuietRecords(), quiet ? 1 : 0) << spin;
-    engine_.reset();
-  }
-}
-
 TEST_F(EngineTest, TheNextBatchIsStagedAndLaunchedWhileTheLastIsInFlight) {
   ServerConfig config = SmallConfig();
   config.decode_lanes = 2;

@@ -56,7 +56,7 @@ class RecordingStream final : public BackendStream {
   absl::Status Gather(void* dst, const GatherCopy* items, const GatherCopy*, int count) override;
   absl::Status WaitForBackend() override;
   absl::Status WaitFor(BackendStream& other) override;
-  absl::Status Record(bool notify_when_done) override;
+  absl::Status Record() override;
   absl::StatusOr<bool> Query() override;
   absl::Status Synchronize() override { return absl::OkStatus(); }
   void SetOnDone(std::function<void()> on_done) override { on_done_ = std::move(on_done); }
@@ -101,7 +101,6 @@ class RecordingBackend final : public Backend {
     streams_.push_back(stream.get());
     held_.push_back(false);
     pending_.push_back(0);
-    notify_.push_back(true);
     return std::unique_ptr<BackendStream>(std::move(stream));
   }
 
@@ -115,15 +114,9 @@ class RecordingBackend final : public Backend {
     {
       std::lock_guard<std::mutex> lock(mu_);
       held_[stream] = false;
-      // As a device would, from another thread: only when asked for.
-      if (notify_[stream]) wake = streams_[stream]->on_done_;
+      wake = streams_[stream]->on_done_;
     }
-    if (wake) wake();
-  }
-  // Record(false) calls so far (batches whose end wakes no one).
-  int QuietRecords() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return quiet_records_;
+    if (wake) wake();  // as a device would, from another thread
   }
   // The next Decode / Prefill fails (a kernel error).
   void FailNextKernel() {
@@ -166,8 +159,6 @@ class RecordingBackend final : public Backend {
   std::vector<RecordingStream*> streams_;
   std::vector<bool> held_;
   std::vector<int> pending_;  // Record()s not yet reported done
-  std::vector<bool> notify_;  // whether the last Record() asked for on_done
-  int quiet_records_ = 0;     // Record(false) calls
   std::vector<Op> log_;
   bool fail_next_kernel_ = false;
 };
@@ -207,11 +198,9 @@ inline absl::Status RecordingStream::WaitFor(BackendStream& other) {
   return absl::OkStatus();
 }
 
-inline absl::Status RecordingStream::Record(bool notify_when_done) {
+inline absl::Status RecordingStream::Record() {
   std::lock_guard<std::mutex> lock(backend_->mu_);
   ++backend_->pending_[index_];
-  backend_->notify_[index_] = notify_when_done;
-  backend_->quiet_records_ += notify_when_done ? 0 : 1;
   return absl::OkStatus();
 }
 
