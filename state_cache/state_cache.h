@@ -36,9 +36,9 @@
 
 namespace gdn {
 
-// The real-time clock at the kernel's tick (CLOCK_REALTIME_COARSE: a few
-// ms of resolution, 10-20 ns to read; absl::Now() costs 70-130 ns on the
-// VMs we run on). Last-access stamps need no more.
+// The real-time clock at the kernel's last update (CLOCK_REALTIME_COARSE:
+// a tick or a few behind, i.e. a few ms; 10-20 ns to read where absl::Now()
+// costs 70-130 ns on the VMs we run on). Last-access stamps need no more.
 absl::Time CoarseNow();
 
 struct StateCacheConfig {
