@@ -88,6 +88,9 @@ ABSL_FLAG(int64_t, part_bytes, 0,
           "> 0: calls with larger requests go in parts of at most this many bytes, "
           "pipelined over the stream (--transport=stream only; 0: split only at the "
           "message limit)");
+ABSL_FLAG(int, connections, 1,
+          "> 1: the parts of a split call (--part_bytes) go over this many connections "
+          "at once, one stream on each (--transport=stream only)");
 ABSL_FLAG(bool, progress, true, "a progress line on stderr each second");
 ABSL_FLAG(std::string, sweep, "", "concurrency:1,2,4,8 or rate:5,10,20: one run per load");
 ABSL_FLAG(double, slo_p99_ms, 0, "> 0: search the highest load whose P99 meets this");
@@ -208,6 +211,7 @@ absl::StatusOr<BenchConfig> ConfigFromFlags() {
   c.retry_s = absl::GetFlag(FLAGS_retry_s);
   c.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   c.part_bytes = absl::GetFlag(FLAGS_part_bytes);
+  c.connections = absl::GetFlag(FLAGS_connections);
   if (absl::GetFlag(FLAGS_default_transport)) {
     c.transport.stream_window_bytes = c.transport.max_frame_bytes = 0;
     c.transport.max_read_chunk_bytes = 0;

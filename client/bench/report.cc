@@ -149,6 +149,7 @@ std::string FormatJsonReport(const BenchResult& r, const BenchResult* ceiling,
                              {"fork_at_checkpoint", absl::StrCat(c.fork_at_checkpoint)},
                              {"transport", JsonString(c.stream ? "stream" : "unary")},
                              {"part_bytes", absl::StrCat(c.part_bytes)},
+                             {"connections", absl::StrCat(c.connections)},
                              {"grpc_transport", JsonString(TransportName(c.transport))},
                              {"channels", absl::StrCat(c.channels)},
                              {"warmup_s", JsonNumber(c.warmup_s)},
@@ -258,9 +259,14 @@ std::string FormatTextReport(const BenchResult& r, const BenchResult* ceiling) {
       c.label.empty() ? "" : " [" + c.label + "]", c.server, r.server.backend(), r.server.device(),
       s.num_qk_heads(), s.num_v_heads(), s.head_dim_k(), s.head_dim_v(),
       v1::DType_Name(s.activation_dtype()), s.state_dtype(), load, c.sessions_per_call,
-      c.stream ? (c.part_bytes > 0 ? absl::StrFormat("streaming (raw bytes, parts of <= %d bytes)",
-                                                     c.part_bytes)
-                                   : std::string("streaming (raw bytes)"))
+      c.stream ? absl::StrCat("streaming (raw bytes",
+                              c.part_bytes > 0 ? absl::StrFormat(", parts of <= %d bytes",
+                                                                 c.part_bytes)
+                                               : "",
+                              c.connections > 1 ? absl::StrFormat(" over %d connections",
+                                                                  c.connections)
+                                                : "",
+                              ")")
                : std::string("unary (raw bytes)"),
       r.workers, c.channels,
       TransportName(c.transport), c.layers,

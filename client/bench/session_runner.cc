@@ -8,7 +8,7 @@
 #include "client/bench/cuda_ipc_transport.h"
 #include "client/forward_parts_split.h"
 #include "client/raw_forward.h"
-#include "client/raw_forward_stream.h"
+#include "client/parallel_forward_streams.h"
 #include "client/retry.h"
 #include "client/routing_key.h"
 
@@ -21,7 +21,7 @@ struct SessionRunner::Lane {
   std::vector<SessionWork> work;
   int32_t keep_interval = 0;  // prefills keep states (--fork_at_checkpoint)
   RawCallOptions raw;  // the client's call settings, the lane's route
-  std::unique_ptr<RawForwardStream> stream;  // --transport=stream: open, or null
+  std::unique_ptr<ParallelForwardStreams> streams;  // --transport=stream: made, or null
   uint64_t next_request_id = 1;               // stream requests carry ids 1, 2, ...
   std::unique_ptr<RegionTransport::Output> o_region;  // shm / cuda_ipc: where o goes
 };
@@ -65,6 +65,12 @@ SessionRunner::SessionRunner(GdnClient* client, const RequestFactory* factory,
       stop_at_(stop_at), rng_(seed), message_limit_(client->EffectiveMessageLimit()),
       part_limit_(config.part_bytes > 0 ? std::min(config.part_bytes, message_limit_)
                                         : message_limit_) {
+  if (config.stream) {
+    stream_channels_.push_back(client->channel());
+    for (int i = 1; i < config.connections; ++i) {
+      stream_channels_.push_back(MakeGdnChannel(config.server, client->options(), i));
+    }
+  }
   if (config.shm || config.cuda_ipc) {
     absl::StatusOr<std::unique_ptr<RegionTransport>> regions =
         config.shm ? absl::StatusOr<std::unique_ptr<RegionTransport>>(
@@ -157,6 +163,8 @@ bool SessionRunner::Forward(Lane& lane, const std::vector<SequenceSlot>& seqs, i
   }
   std::vector<grpc::ByteBuffer> messages;
   std::vector<uint64_t> ids;  // stream: each part's request id
+  std::vector<int> connection_of;  // stream: each part's connection
+  if (parts.ok() && config_.stream) connection_of = AssignConnections(*parts, config_.connections);
   if (parts.ok()) {
     messages.resize(parts->size());
     for (size_t p = 0; p < parts->size(); ++p) {
@@ -171,7 +179,7 @@ bool SessionRunner::Forward(Lane& lane, const std::vector<SequenceSlot>& seqs, i
   const Clock::time_point t0 = Clock::now();
   absl::Status status = parts.status();
   if (status.ok() && config_.stream) {
-    status = ForwardOnStream(lane, messages, ids);
+    status = ForwardOnStreams(lane, messages, ids, connection_of);
   } else {
     for (size_t p = 0; p < messages.size() && status.ok(); ++p) {
       if (config_.channel) {
@@ -197,37 +205,21 @@ bool SessionRunner::Forward(Lane& lane, const std::vector<SequenceSlot>& seqs, i
   return status.ok();
 }
 
-absl::Status SessionRunner::ForwardOnStream(Lane& lane, const std::vector<grpc::ByteBuffer>& parts,
-                                            const std::vector<uint64_t>& ids) {
-  const GdnClientOptions& o = client_->options();
-  std::vector<bool> answered(parts.size(), false);
-  return CallWithRetry(o.retry, o.on_retry, "ForwardStream", [&](int attempt) -> absl::Status {
-    // A stream that failed with UNAVAILABLE may be broken (its server
-    // drained): the parts not yet answered go again on a new one, which the
-    // proxy routes anew. Every part goes out before the first response is
-    // read (pipelined).
-    if (attempt > 1 || lane.stream == nullptr) {
-      lane.stream.reset();
-      absl::StatusOr<std::unique_ptr<RawForwardStream>> opened =
-          RawForwardStream::Open(client_->channel(), lane.raw);
-      if (!opened.ok()) return opened.status();
-      lane.stream = *std::move(opened);
-    }
-    std::vector<size_t> sent;
-    absl::Status first_error;
-    for (size_t p = 0; p < parts.size(); ++p) {
-      if (answered[p]) continue;
-      first_error = lane.stream->Send(parts[p], ids[p]);
-      if (!first_error.ok()) break;
-      sent.push_back(p);
-    }
-    for (size_t p : sent) {
-      const absl::Status received = lane.stream->Receive().status();
-      answered[p] = received.ok();
-      if (first_error.ok()) first_error = PartStatus(received, p, parts.size());
-    }
-    return first_error;
-  });
+absl::Status SessionRunner::ForwardOnStreams(Lane& lane,
+                                             const std::vector<grpc::ByteBuffer>& parts,
+                                             const std::vector<uint64_t>& ids,
+                                             const std::vector<int>& connection_of) {
+  if (lane.streams == nullptr) {
+    const GdnClientOptions& o = client_->options();
+    lane.streams = std::make_unique<ParallelForwardStreams>(stream_channels_, lane.raw, o.retry,
+                                                            o.on_retry);
+  }
+  const std::vector<absl::StatusOr<RawForwardResponse>> results =
+      lane.streams->Forward(parts, ids, connection_of);
+  for (size_t p = 0; p < results.size(); ++p) {
+    if (!results[p].ok()) return PartStatus(results[p].status(), p, parts.size());
+  }
+  return absl::OkStatus();
 }
 
 bool SessionRunner::RunLane(Lane& lane, Clock::time_point start, std::mt19937_64& rng,
@@ -304,8 +296,8 @@ bool SessionRunner::RunLane(Lane& lane, Clock::time_point start, std::mt19937_64
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(config_.think_ms));
     }
   }
-  if (lane.stream != nullptr) {
-    absl::Status finished = lane.stream->Finish();
+  if (lane.streams != nullptr) {
+    absl::Status finished = lane.streams->Finish();
     if (!finished.ok()) ok = false;
   }
   return ok;

@@ -4,7 +4,9 @@
 // the Recorder. Forward goes unary or over one ForwardStream per group.
 //
 // Forward takes the raw path, unary (client/raw_forward.h) or over one
-// ForwardStream per lane (client/raw_forward_stream.h): each request is
+// ForwardStream per lane and connection (client/parallel_forward_streams.h:
+// --connections > 1 spreads a split call's parts over that many
+// connections at once): each request is
 // built once, in place (tensors referencing the factory's pool), split
 // without copying when over the message limit (client/forward_parts_split.h)
 // and encoded before its clock starts, so the recorded latency is the RPCs'
@@ -72,9 +74,11 @@ class SessionRunner {
   bool Forward(Lane& lane, const std::vector<SequenceSlot>& seqs, int layer, bool prefill,
                std::mt19937_64& rng);
   // --transport=stream: the encoded parts (request ids `ids`) over the
-  // lane's stream, opened on first use; all sent, then all received.
-  absl::Status ForwardOnStream(Lane& lane, const std::vector<grpc::ByteBuffer>& parts,
-                               const std::vector<uint64_t>& ids);
+  // lane's streams, part p on connection connection_of[p]; each
+  // connection's parts all sent, then all received.
+  absl::Status ForwardOnStreams(Lane& lane, const std::vector<grpc::ByteBuffer>& parts,
+                                const std::vector<uint64_t>& ids,
+                                const std::vector<int>& connection_of);
   // `n` sessions, in lanes of sessions_per_call sharing one routing key.
   bool CreateSessions(int n, std::vector<std::string>* ids);
   // `at`: fork at that kept position (--fork_at_checkpoint), else at the end.
@@ -106,6 +110,9 @@ class SessionRunner {
   // What a call's request is split at: message_limit_, or the smaller
   // --part_bytes (parts pipelined over the stream).
   int64_t part_limit_ = 0;
+  // --transport=stream: the connections a lane's streams go over (the
+  // client's channel, then --connections - 1 channels of their own).
+  std::vector<std::shared_ptr<grpc::Channel>> stream_channels_;
   // --warm_prefix: this runner's parent, kept across units (empty until the
   // first fork unit prefilled it).
   std::vector<std::string> warm_parent_;

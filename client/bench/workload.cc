@@ -168,6 +168,13 @@ absl::Status ValidateConfig(const BenchConfig& c) {
     return bad("--part_bytes pipelines the parts of a call over a stream: it needs "
                "--transport=stream (unary parts would go one after another)");
   }
+  if (c.connections < 1 || c.connections > 64) {
+    return bad("--connections must be in [1, 64], got ", c.connections);
+  }
+  if (c.connections > 1 && !c.stream) {
+    return bad("--connections spreads the parts of a call over streams on several "
+               "connections: it needs --transport=stream");
+  }
   if (c.fork_fanout < 0 || c.shared_prefix_tokens < 0) {
     return bad("--fork_fanout and --shared_prefix_tokens must be >= 0");
   }

@@ -40,7 +40,7 @@ struct Behaviour {
   grpc::StatusCode status = grpc::StatusCode::OK;  // != OK: the RPC fails with it
   int32_t error_code = 0;                          // != 0: a response carrying it
   std::string message = "boom";
-  int unavailable_first = 0;                       // tries answered UNAVAILABLE first
+  int unavailable_first = 0;  // tries (Forward calls, streams) answered UNAVAILABLE first
   int sleep_ms = 0;
 };
 
@@ -53,6 +53,11 @@ class FakeService final : public v1::GdnService::Service {
   std::vector<std::string> routes() {
     absl::MutexLock lock(&mu_);
     return routes_;
+  }
+  // The peer (client address and port: one per connection) of each stream.
+  std::vector<std::string> stream_peers() {
+    absl::MutexLock lock(&mu_);
+    return stream_peers_;
   }
 
   grpc::Status GetServerInfo(grpc::ServerContext*, const v1::ServerInfoRequest*,
@@ -91,6 +96,11 @@ class FakeService final : public v1::GdnService::Service {
       routes_.push_back(it == context->client_metadata().end()
                             ? ""
                             : std::string(it->second.data(), it->second.size()));
+      stream_peers_.push_back(context->peer());
+      if (behaviour_.unavailable_first > 0) {  // a draining server ends the stream
+        --behaviour_.unavailable_first;
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "draining");
+      }
     }
     v1::ForwardRequest request;
     while (stream->Read(&request)) {
@@ -130,6 +140,7 @@ class FakeService final : public v1::GdnService::Service {
   absl::Mutex mu_;
   Behaviour behaviour_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> routes_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> stream_peers_ ABSL_GUARDED_BY(mu_);
 };
 
 // The fake on a loopback port, a GdnClient on it (no retries unless a test

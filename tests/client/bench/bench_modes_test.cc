@@ -250,6 +250,30 @@ TEST_F(BenchModesTest, SharedPrefixForksAndStreamingTransport) {
   EXPECT_EQ(r->server_metrics.Requests("ForkSession", "OK"), 6);
 }
 
+// --connections: the parts of each call spread over three connections, a
+// session's prefill cut in pieces by the split; every call succeeds and the
+// server counts every part.
+TEST_F(BenchModesTest, PartsOverSeveralConnections) {
+  BenchConfig c = Base();
+  c.sessions = c.sessions_per_call = 3;
+  // ~1 KiB per token: a prefill call in ~20 parts of ~35 tokens (the part
+  // limit less 64 KiB for the fixed fields), a decode call in one.
+  c.prefill_tokens = LengthSpec::Fixed(240);
+  c.decode_steps = LengthSpec::Fixed(4);
+  c.stream = true;
+  c.part_bytes = 100000;
+  c.connections = 3;
+  c.rounds = 2;
+  absl::StatusOr<BenchResult> r = RunBench(c);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->measured.failed_calls(), 0);
+  EXPECT_EQ(r->measured.prefill().calls, 2 * 2);
+  EXPECT_EQ(r->measured.decode().calls, 2 * 4 * 2);
+  EXPECT_GT(r->rpcs.Total("ForwardStream"), 2 * 2 * 10 + 2 * 4 * 2);
+  EXPECT_EQ(r->measured.token_layers(), 2 * 3 * (240 + 4) * 2);
+  ExpectServerAgrees(*r);
+}
+
 TEST_F(BenchModesTest, DurationWithWarmupHasWindowsAndAStabilityVerdict) {
   BenchConfig c = Base();
   c.sessions = 2;

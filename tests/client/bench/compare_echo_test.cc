@@ -132,6 +132,41 @@ TEST(CompareEchoTest, PartBytesSplitsUnderTheLimitOverTheStreamOnly) {
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("--transport=stream"));
 }
 
+// --connections: a split call's parts over several connections at once
+// (decode sessions: whole sequences; a prefill cut in parts stays on one
+// connection, in order); refused for unary calls.
+TEST(CompareEchoTest, ConnectionsSpreadPartsOverTheStreamOnly) {
+  std::unique_ptr<echo::EchoServer> server = StartEcho(echo::EchoMode::kRaw);
+  ASSERT_NE(server, nullptr);
+  BenchConfig c = Workload(server->address());
+  c.stream = true;
+  c.sessions = c.sessions_per_call = 24;
+  c.rounds = 1;
+  c.prefill_tokens = LengthSpec::Fixed(40);  // ~9 KiB per session
+  c.part_bytes = 100000;                     // ~4 sessions a part (64 KiB kept for the rest)
+  c.connections = 3;
+  absl::StatusOr<BenchResult> r = RunBench(c);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->measured.failed_calls(), 0);
+  EXPECT_EQ(r->measured.prefill().calls, 2);
+  EXPECT_EQ(r->measured.decode().calls, 2 * 3);
+  // ~215 KiB of prefill in parts of ~34 KiB: at least 4 a call.
+  EXPECT_GE(r->rpcs.Total("ForwardStream"), 2 * 4 + 2 * 3);
+
+  c.sessions = c.sessions_per_call = 1;
+  c.prefill_tokens = LengthSpec::Fixed(1000);  // one sequence cut in parts
+  c.part_bytes = 100000;
+  r = RunBench(c);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->measured.failed_calls(), 0);
+
+  c.stream = false;
+  c.part_bytes = 0;
+  r = RunBench(c);
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("--transport=stream"));
+}
+
 std::string ReadFile(const std::string& path) {
   std::ifstream f(path);
   std::stringstream s;

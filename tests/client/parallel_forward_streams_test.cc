@@ -1,0 +1,154 @@
+// ParallelForwardStreams (client/parallel_forward_streams.h) against the
+// fake gdn.v1 service: parts spread over connections that are distinct TCP
+// connections, every part answered in the parts' order, a part's error
+// returned as its own result with the streams still usable, bad spans
+// refused before anything is sent, streams opened again after Finish and
+// after a draining server's UNAVAILABLE; and AssignConnections' rule (a
+// part continuing a cut sequence stays on its predecessor's connection).
+#include "client/parallel_forward_streams.h"
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/client/fake_forward_service.h"
+
+namespace gdn::client {
+namespace {
+
+ForwardPartRefs PartOf(std::vector<int> original_sequences) {
+  ForwardPartRefs p;
+  p.original_sequence = std::move(original_sequences);
+  return p;
+}
+
+TEST(AssignConnectionsTest, PartsTakeConnectionsInTurnAndCutSequencesStayTogether) {
+  // Sessions 0-1 | 2-3 | 4-5 | 6: whole sequences, in turn over 3.
+  EXPECT_EQ(AssignConnections({PartOf({0, 1}), PartOf({2, 3}), PartOf({4, 5}), PartOf({6})}, 3),
+            (std::vector<int>{0, 1, 2, 0}));
+  // Sequence 1 cut between parts 0 and 1, sequence 2 over parts 1-3: those
+  // pieces stay on the connection of the part before them.
+  EXPECT_EQ(AssignConnections({PartOf({0, 1}), PartOf({1, 2}), PartOf({2}), PartOf({2}),
+                               PartOf({3})},
+                              4),
+            (std::vector<int>{0, 0, 0, 0, 1}));
+  EXPECT_EQ(AssignConnections({PartOf({0}), PartOf({1})}, 0), (std::vector<int>{0, 0}));
+  EXPECT_TRUE(AssignConnections({}, 4).empty());
+}
+
+class ParallelForwardStreamsTest : public FakeForwardServiceTest {
+ protected:
+  // `n` connections: the client's channel, then channels of their own;
+  // the fixture's retry policy (none) unless `retry` is given.
+  std::unique_ptr<ParallelForwardStreams> Make(int n, const RetryPolicy* retry = nullptr) {
+    std::vector<std::shared_ptr<grpc::Channel>> channels{client_->channel()};
+    for (int i = 1; i < n; ++i) channels.push_back(MakeGdnChannel(address_, options_, i));
+    return std::make_unique<ParallelForwardStreams>(
+        channels, Options(), retry != nullptr ? *retry : options_.retry, nullptr);
+  }
+  // Parts with request ids 1..n.
+  static void Parts(int n, std::vector<grpc::ByteBuffer>* parts, std::vector<uint64_t>* ids) {
+    parts->clear();
+    ids->clear();
+    for (int i = 1; i <= n; ++i) {
+      parts->push_back(RequestBytes(i));
+      ids->push_back(i);
+    }
+  }
+};
+
+TEST_F(ParallelForwardStreamsTest, PartsGoOverDistinctConnectionsAndAllAreAnswered) {
+  std::unique_ptr<ParallelForwardStreams> streams = Make(3);
+  EXPECT_EQ(streams->connections(), 3);
+  std::vector<grpc::ByteBuffer> parts;
+  std::vector<uint64_t> ids;
+  Parts(7, &parts, &ids);
+  const std::vector<int> connection_of{0, 1, 2, 0, 1, 2, 0};
+  for (int call = 0; call < 3; ++call) {  // the streams stay open between calls
+    std::vector<absl::StatusOr<RawForwardResponse>> r =
+        streams->Forward(parts, ids, connection_of);
+    ASSERT_EQ(r.size(), parts.size());
+    for (size_t p = 0; p < r.size(); ++p) {
+      ASSERT_TRUE(r[p].ok()) << p << ": " << r[p].status();
+      EXPECT_EQ(r[p]->fields.request_id, ids[p]);
+      EXPECT_EQ(r[p]->fields.positions, (std::vector<int64_t>{42}));
+    }
+  }
+  EXPECT_TRUE(streams->Finish().ok());
+  const std::vector<std::string> peers = service_.stream_peers();
+  EXPECT_EQ(peers.size(), 3u);  // one stream per connection, opened once
+  EXPECT_EQ(std::set<std::string>(peers.begin(), peers.end()).size(), 3u) << peers[0];
+  EXPECT_EQ(service_.routes(), std::vector<std::string>(3, "tenant7"));
+}
+
+TEST_F(ParallelForwardStreamsTest, APartsErrorIsItsOwnAndTheStreamsStayUsable) {
+  std::unique_ptr<ParallelForwardStreams> streams = Make(2);
+  std::vector<grpc::ByteBuffer> parts;
+  std::vector<uint64_t> ids;
+  Parts(4, &parts, &ids);
+  service_.Set({grpc::StatusCode::OK, static_cast<int32_t>(absl::StatusCode::kNotFound),
+                "session 'tenant7/chat-3' not found"});
+  std::vector<absl::StatusOr<RawForwardResponse>> r = streams->Forward(parts, ids, {0, 1, 0, 1});
+  for (const auto& part : r) {
+    EXPECT_TRUE(absl::IsNotFound(part.status())) << part.status();
+    EXPECT_EQ(part.status().message(), "session 'tenant7/chat-3' not found");
+  }
+  service_.Set({});
+  r = streams->Forward(parts, ids, {1, 1, 0, 0});
+  for (const auto& part : r) EXPECT_TRUE(part.ok()) << part.status();
+  EXPECT_EQ(service_.stream_peers().size(), 2u);  // the same two streams
+  EXPECT_TRUE(streams->Finish().ok());
+}
+
+TEST_F(ParallelForwardStreamsTest, BadSpansAreRefusedAndNothingIsSent) {
+  std::unique_ptr<ParallelForwardStreams> streams = Make(2);
+  std::vector<grpc::ByteBuffer> parts;
+  std::vector<uint64_t> ids;
+  Parts(2, &parts, &ids);
+  for (const std::vector<int>& bad : {std::vector<int>{0}, std::vector<int>{0, 2},
+                                      std::vector<int>{-1, 0}}) {
+    const std::vector<absl::StatusOr<RawForwardResponse>> r = streams->Forward(parts, ids, bad);
+    ASSERT_EQ(r.size(), 2u);
+    for (const auto& part : r) EXPECT_TRUE(absl::IsInvalidArgument(part.status())) << part.status();
+  }
+  EXPECT_TRUE(service_.stream_peers().empty());
+  EXPECT_TRUE(streams->Finish().ok());  // nothing open
+}
+
+TEST_F(ParallelForwardStreamsTest, StreamsOpenAgainAfterFinishAndAfterUnavailable) {
+  RetryPolicy retry;
+  retry.max_attempts = 3;
+  retry.initial_backoff = absl::Milliseconds(1);
+  std::unique_ptr<ParallelForwardStreams> streams = Make(2, &retry);
+  std::vector<grpc::ByteBuffer> parts;
+  std::vector<uint64_t> ids;
+  Parts(4, &parts, &ids);
+  ASSERT_TRUE(streams->Forward(parts, ids, {0, 1, 0, 1})[0].ok());
+  EXPECT_TRUE(streams->Finish().ok());
+  EXPECT_EQ(service_.stream_peers().size(), 2u);
+
+  // The next two streams a server starts end at once with UNAVAILABLE (a
+  // draining server): each connection opens a new one and resends.
+  service_.Set(Behaviour::UnavailableFirst(2));
+  const std::vector<absl::StatusOr<RawForwardResponse>> r =
+      streams->Forward(parts, ids, {0, 1, 0, 1});
+  for (size_t p = 0; p < r.size(); ++p) {
+    ASSERT_TRUE(r[p].ok()) << p << ": " << r[p].status();
+    EXPECT_EQ(r[p]->fields.request_id, ids[p]);
+  }
+  // 2 before; then 2 refused and 2 that served, whichever connection met
+  // the refusals.
+  EXPECT_EQ(service_.stream_peers().size(), 6u);
+  EXPECT_TRUE(streams->Finish().ok());
+
+  // Out of tries: every part gets the UNAVAILABLE.
+  service_.Set(Behaviour::UnavailableFirst(100));
+  for (const auto& part : streams->Forward(parts, ids, {0, 1, 0, 1})) {
+    EXPECT_TRUE(absl::IsUnavailable(part.status())) << part.status();
+  }
+}
+
+}  // namespace
+}  // namespace gdn::client
