@@ -31,6 +31,10 @@ round at the same layer), so that a token's calls see the same positions at
 every layer, as a model runner's do (gdn_serve reuses the first layer's
 encoding of the sequences); the default, 1, is the worst case: every call at
 layer 0 with new positions.
+--connections N (with --max_part_bytes small enough to split the call)
+spreads end_to_end's parts over N connections (Client(connections=N));
+transport stays the raw parts one after another over one connection, so
+overhead then also holds what the connections save (it may go negative).
 --channel sends every call through a same-host Forward channel
 (Client.open_forward_channel) instead of the Forward RPC; transport is then
 the channel's raw call.
@@ -221,6 +225,8 @@ def main():
                              "(a model's walk: a token's layers see the same positions); 1: "
                              "every call at layer 0, positions advancing every call")
     parser.add_argument("--max_part_bytes", type=int, help="the client's max_part_bytes (default: its own)")
+    parser.add_argument("--connections", type=int, default=1,
+                        help="the client's connections: a split call's parts over this many at once")
     parser.add_argument("--inputs", default="numpy", help="numpy, torch or torch-cuda (comma list)")
     parser.add_argument("--channel", action="store_true",
                         help="Forward through a same-host channel (open_forward_channel)")
@@ -232,7 +238,7 @@ def main():
     if a.allocator == "keep":
         gdn_serve.keep_freed_memory()
     options = {} if a.max_part_bytes is None else {"max_part_bytes": a.max_part_bytes}
-    client = gdn_serve.Client(a.target, timeout=120, **options)
+    client = gdn_serve.Client(a.target, timeout=120, connections=a.connections, **options)
     info = client.info()
     if a.channel:
         client.open_forward_channel(slots=1, request_capacity=64 << 20,
@@ -244,7 +250,8 @@ def main():
                "activation_dtype": gdn_serve.dtypes.NAMES.get(info.config.activation_dtype),
                "python": sys.version.split()[0], "host": platform.node(),
                "gdn_serve": gdn_serve.__version__, "allocator": a.allocator,
-               "max_part_bytes": client.max_part_bytes, "numpy": np.__version__,
+               "max_part_bytes": client.max_part_bytes, "connections": client.connections,
+               "numpy": np.__version__,
                "grpcio": __import__("grpc").__version__, "channel": a.channel,
                "layers": a.layers, "cases": []}
     print("| case | inputs | end-to-end P50 / P99 ms | transport P50 / P99 ms | overhead P50 ms | overhead / transport | work P50 / P99 ms |")

@@ -3,7 +3,7 @@
 import pytest
 
 from gdn_serve import InvalidArgument
-from gdn_serve.split import SLACK_BYTES, plan_parts
+from gdn_serve.split import SLACK_BYTES, Part, part_chains, plan_parts
 
 
 def test_fits_in_one_part():
@@ -31,3 +31,14 @@ def test_refusals():
         plan_parts([("a", 0, 0)], 10, 10, 10, 1 << 20)
     with pytest.raises(InvalidArgument, match="does not fit"):
         plan_parts([("a", 0, 2)], 10 ** 6, 10, 10, SLACK_BYTES + 1000)
+
+
+def test_part_chains_keep_cut_sequences_together():
+    limit = SLACK_BYTES + 1000 + 4 * 20000  # 4 rows per part
+    # a: 6 rows (cut), b: 2 (cut from a's part), c: 4 (a part of its own), d: 9 (cut twice).
+    parts = plan_parts([("a", 0, 6), ("b", 0, 2), ("c", 0, 4), ("d", 0, 9)], 20000, 100, 1000,
+                       limit)
+    assert [[piece[0] for piece in p.pieces] for p in parts] == [[0], [0, 1], [2], [3], [3], [3]]
+    assert part_chains(parts) == [[0, 1], [2], [3, 4, 5]]
+    assert part_chains([Part(0, 3, None)]) == [[0]]  # not split
+    assert part_chains([]) == []

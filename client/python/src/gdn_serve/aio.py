@@ -15,12 +15,13 @@ the server until the earlier calls fill the gap, so consecutive calls of a
 positions in call order before awaiting).
 """
 
+import asyncio
 from typing import Any, List, Optional, Sequence, Tuple
 
 import grpc
 
 from ._proto import gdn_pb2
-from .channel import bind_methods, make_aio_channel
+from .channel import bind_methods, connection_options, make_aio_channel
 from .client_core import ClientCore
 from .errors import FailedPrecondition, GdnError, InvalidArgument, from_rpc_error
 from .forward_call import SequenceTokens
@@ -28,6 +29,7 @@ from .regions import Region
 from .retry import call_with_retry_async
 from .routing import new_session_id, routing_key
 from .session import _tokens_of, commit_plan, positions_from_description
+from .split import part_chains
 
 __all__ = ["Client", "Session"]
 
@@ -45,9 +47,20 @@ class Client(ClientCore):
                                          extra_options=channel_options,
                                          certificate_chain=certificate_chain, private_key=private_key)
         self._calls = bind_methods(self._channel)
+        # connections > 1: Forward's other connections (gdn_serve.Client's).
+        self._forward_channels = [
+            make_aio_channel(target, root_certificates=root_certificates,
+                             max_message_bytes=self.max_message_bytes,
+                             extra_options=list(channel_options) + connection_options(i),
+                             certificate_chain=certificate_chain, private_key=private_key)
+            for i in range(1, self.connections)]
+        self._forward_calls = [self._calls["Forward"]] + [
+            bind_methods(channel)["Forward"] for channel in self._forward_channels]
 
     async def close(self) -> None:
         await self._channel.close()
+        for channel in self._forward_channels:
+            await channel.close()
 
     async def __aenter__(self) -> "Client":
         return self
@@ -221,27 +234,44 @@ class Client(ClientCore):
              "dt_bias": dt_bias}, out=out)
         if prepared.cuda_devices:  # the client's writes are complete before the call
             self._region_table.sync_cuda(prepared.cuda_devices)
-        call = self._calls["Forward"]
         metadata = self._md(sequences[0][0])
         deadline = self.timeout if timeout is None else timeout
         count = len(prepared.parts)
-        for index, part in enumerate(prepared.parts):
-            payload = prepared.payload(part)
-            try:
-                raw = await call(payload, timeout=deadline, metadata=metadata)
-                failed = None
-            except grpc.RpcError as e:
-                failed = e
-            if failed is not None:  # retried (UNAVAILABLE) or raised as its GdnError
+        # The parts in chains (split.part_chains): one chain, the parts in
+        # order; with connections > 1, chain c over connection c mod N, the
+        # chains at once. A chain stops at its first failed part; the others
+        # run to their end (their parts may be applied: positions tell); the
+        # failure of the earliest part is raised.
+        calls = self._forward_calls
+        chains = part_chains(prepared.parts) if count > 1 and len(calls) > 1 else [
+            list(range(count))]
+        errors = {}  # part index -> GdnError
+
+        async def run_chain(chain: int, indices: List[int]) -> None:
+            call = calls[chain % len(calls)]
+            for index in indices:
+                payload = prepared.payload(prepared.parts[index])
                 try:
-                    raw = await call_with_retry_async(self.retry, lambda attempt: call(
-                        payload, timeout=deadline, metadata=metadata), failed)
+                    try:
+                        raw = await call(payload, timeout=deadline, metadata=metadata)
+                    except grpc.RpcError as e:  # retried (UNAVAILABLE) or raised as its GdnError
+                        raw = await call_with_retry_async(self.retry, lambda attempt: call(
+                            payload, timeout=deadline, metadata=metadata), e)
+                    if count == 1:
+                        prepared.take_whole(raw)
+                    else:
+                        prepared.merge(index, raw, prepared.check(index, raw))
                 except GdnError as e:
-                    raise self._split_error(e, index, count) from None
-            if count == 1:
-                prepared.take_whole(raw)
-            else:
-                prepared.merge(index, raw, prepared.check(index, raw))
+                    errors[index] = e
+                    return
+
+        if len(chains) == 1:
+            await run_chain(0, chains[0])
+        else:
+            await asyncio.gather(*(run_chain(c, indices) for c, indices in enumerate(chains)))
+        if errors:
+            first = min(errors)
+            raise self._split_error(errors[first], first, count) from None
         return prepared.result()
 
     async def session(self, session_id: Optional[str] = None, *, create: bool = True) -> "Session":

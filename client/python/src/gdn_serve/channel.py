@@ -12,8 +12,8 @@ import grpc
 from ._proto import gdn_pb2
 from .routing import ROUTE_HEADER, route_header_value, routing_key
 
-__all__ = ["SERVICE", "METHODS", "channel_options", "make_channel", "make_aio_channel",
-           "bind_methods", "Metadata", "call_metadata"]
+__all__ = ["SERVICE", "METHODS", "channel_options", "connection_options", "make_channel",
+           "make_aio_channel", "bind_methods", "Metadata", "call_metadata"]
 
 SERVICE = "/gdn.v1.GdnService/"
 
@@ -55,6 +55,13 @@ def channel_options(max_message_bytes: int, extra: Sequence[Tuple[str, Any]] = (
     limit = min(int(max_message_bytes), 2 ** 31 - 1)
     return ([("grpc.max_send_message_length", limit),
              ("grpc.max_receive_message_length", limit)] + TRANSPORT_OPTIONS + list(extra))
+
+
+def connection_options(index: int) -> List[Tuple[str, Any]]:
+    """Arguments that give a channel a connection of its own: Forward connection
+    `index` of a client (connections=N), never shared with its other channels
+    (a local subchannel pool, and arguments unlike theirs)."""
+    return [("grpc.use_local_subchannel_pool", 1), ("gdn.connection", int(index))]
 
 
 def _pem(value: Optional[Union[bytes, str]]) -> Optional[bytes]:

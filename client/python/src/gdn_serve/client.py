@@ -11,16 +11,19 @@ answers it only for calls it did not apply. Safe to use from many threads.
 
 from typing import Any, List, Optional, Sequence, Tuple
 
+import queue
+
 import grpc
 import numpy as np
 
 from ._proto import gdn_pb2
-from .channel import bind_methods, make_channel
+from .channel import bind_methods, connection_options, make_channel
 from .client_core import ClientCore
 from .errors import GdnError, from_rpc_error
 from .forward_call import PreparedForward, SequenceTokens
 from .regions import Region
 from .retry import call_with_retry
+from .split import part_chains
 from .routing import new_session_id
 from .tensors import torch_view
 
@@ -47,11 +50,22 @@ class Client(ClientCore):
                                      extra_options=channel_options,
                                      certificate_chain=certificate_chain, private_key=private_key)
         self._calls = bind_methods(self._channel)
+        # connections > 1: Forward's other connections, a channel each.
+        self._forward_channels = [
+            make_channel(target, root_certificates=root_certificates,
+                         max_message_bytes=self.max_message_bytes,
+                         extra_options=list(channel_options) + connection_options(i),
+                         certificate_chain=certificate_chain, private_key=private_key)
+            for i in range(1, self.connections)]
+        self._forward_calls = [self._calls["Forward"]] + [
+            bind_methods(channel)["Forward"] for channel in self._forward_channels]
 
     def close(self) -> None:
-        """Closes the channel (sessions on the server stay)."""
+        """Closes the channels (sessions on the server stay)."""
         self.close_forward_channel()
         self._channel.close()
+        for channel in self._forward_channels:
+            channel.close()
 
     def __enter__(self) -> "Client":
         return self
@@ -341,11 +355,16 @@ class Client(ClientCore):
             payload, timeout=deadline, metadata=metadata), failed)
 
     def _forward_parts(self, prepared, call, deadline, metadata):
-        """A split Forward: the parts go one after another (each is sent when the
+        """A split Forward. Over several connections (connections > 1) when its
+        parts hold more than one chain (split.part_chains); else the parts go one after another (each is sent when the
         previous one's response arrived, so the server applies them in order);
         the next part's request is written, and the previous part's o merged,
         while a part is in flight."""
         parts = prepared.parts
+        if len(self._forward_calls) > 1:
+            chains = part_chains(parts)
+            if len(chains) > 1:
+                return self._forward_chains(prepared, chains, deadline, metadata)
         count = len(parts)
         payload = prepared.payload(parts[0])
         future = call.future(payload, timeout=deadline, metadata=metadata)
@@ -368,6 +387,51 @@ class Client(ClientCore):
                 payload = following
                 future = call.future(payload, timeout=deadline, metadata=metadata)
             prepared.merge(index, raw, parsed)
+        return prepared.result()
+
+    def _forward_chains(self, prepared, chains, deadline, metadata):
+        """A split Forward over the connections: chain c (its parts in order,
+        each sent when the previous one's response arrived) on connection
+        c mod N, the chains at once; responses are taken as they complete
+        (gRPC's threads signal a queue). When a part fails, the parts in
+        flight finish (they may be applied) and no further part starts; the
+        failure of the earliest part is raised."""
+        calls = self._forward_calls
+        count = len(prepared.parts)
+        completed = queue.SimpleQueue()
+        in_flight = {}  # chain -> (part index, payload, call, future)
+        step = [0] * len(chains)
+
+        def start(chain: int) -> None:
+            index = chains[chain][step[chain]]
+            payload = prepared.payload(prepared.parts[index])
+            call = calls[chain % len(calls)]
+            future = call.future(payload, timeout=deadline, metadata=metadata)
+            in_flight[chain] = (index, payload, call, future)
+            future.add_done_callback(lambda _, chain=chain: completed.put(chain))
+
+        for chain in range(len(chains)):
+            start(chain)
+        errors = {}  # part index -> GdnError
+        while in_flight:
+            chain = completed.get()
+            index, payload, call, future = in_flight.pop(chain)
+            try:
+                try:
+                    raw = future.result()
+                except grpc.RpcError as e:  # retried (UNAVAILABLE) or raised as its GdnError
+                    raw = call_with_retry(self.retry, lambda attempt: call(
+                        payload, timeout=deadline, metadata=metadata), e)
+                prepared.merge(index, raw, prepared.check(index, raw))
+            except GdnError as e:
+                errors[index] = e
+                continue
+            step[chain] += 1
+            if step[chain] < len(chains[chain]) and not errors:
+                start(chain)
+        if errors:
+            first = min(errors)
+            raise self._split_error(errors[first], first, count) from None
         return prepared.result()
 
     # --- sessions as objects ---------------------------------------------

@@ -15,7 +15,7 @@ from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 from .errors import InvalidArgument
 
-__all__ = ["SLACK_BYTES", "Part", "plan_parts"]
+__all__ = ["SLACK_BYTES", "Part", "plan_parts", "part_chains"]
 
 # Bytes left for a message's fixed fields (ids, shapes, specs); as in C++.
 SLACK_BYTES = 64 * 1024
@@ -85,3 +85,21 @@ def plan_parts(sequences: Sequence[Tuple[str, int, int]], request_row_bytes: int
                 taken = 0
         parts.append(Part(begin, end, pieces))
     return parts
+
+
+def part_chains(parts: Sequence[Part]) -> List[List[int]]:
+    """The parts' indices grouped into chains that must go in order.
+
+    A part whose first piece continues the previous part's last sequence (a
+    sequence cut by the split) joins the previous part's chain; any other
+    part starts a chain. Different chains hold different sequences, so they
+    may go at once, over different connections (Client(connections=N)).
+    """
+    chains: List[List[int]] = []
+    for index, part in enumerate(parts):
+        previous = parts[index - 1].pieces if index > 0 else None
+        if previous and part.pieces and part.pieces[0][0] == previous[-1][0]:
+            chains[-1].append(index)
+        else:
+            chains.append([index])
+    return chains
