@@ -48,13 +48,16 @@ class ClientCore:
     the client's message limit (the server's, from GetServerInfo, applies too).
     max_part_bytes: Forward calls larger than this go as several parts (see
     DEFAULT_MAX_PART_BYTES). connections: > 1 opens that many connections
-    for Forward and sends the parts of a split call over them at once (the
-    pieces of one cut sequence still go one after another): gRPC moves one
-    connection's bytes on one thread, so a large call over several moves
-    faster (decode 256 x 1 in 4 parts over 4: about twice as fast on the
-    H200 host, bench/results/2026-12-04-connections/). When a part fails,
-    parts of other sequences may have been applied (their sessions' positions
-    tell). retry: the policy for UNAVAILABLE (gdn_serve.retry.NO_RETRY: none).
+    for Forward and sends the chains of parts of a split call over them at
+    once (split.part_chains: the pieces of one cut sequence still go one
+    after another). For calls that must be split anyway (over max_part_bytes
+    or the message limit): on the H200 host decode 256 x 1 in 4 parts took
+    4.9-5.1 ms over 4 connections against 6.8-7.5 one part after another,
+    but the same call whole took 4.8-5.0 (grpcio costs ~0.5 ms a part), so
+    do not lower max_part_bytes to use it
+    (bench/results/2026-12-04-connections/). When a part fails, parts of
+    other sequences may have been applied (their positions tell).
+    retry: the policy for UNAVAILABLE (gdn_serve.retry.NO_RETRY: none).
     """
 
     def __init__(self, target: str, *, root_certificates=None, token: Optional[str] = None,
