@@ -1,6 +1,7 @@
 // One ForwardStream per connection, and the parts of a split Forward spread
-// over them at once: a large call (decode 256 x 1 is 4.1 MiB in, 2 MiB out)
-// moves over several TCP connections in parallel instead of one.
+// over them at once: a large call (decode 256 x 1 is 4.1 MiB in, 2 MiB out;
+// prefill 1 x 2048 32 MiB in, 16 MiB out) moves over several TCP
+// connections in parallel instead of one.
 //
 // Why: gRPC handles one connection's bytes on one thread at a time (HTTP/2
 // framing, the socket reads and writes), which caps a lone call near
@@ -17,15 +18,21 @@
 // long as this object. Like RawForwardStream, not thread-safe: one caller
 // at a time.
 //
-// Order and failure. Parts on one connection are applied in the order
-// given; parts on different connections in any order. So a part that
-// continues a sequence cut by the split must go on the connection of the
-// part before it (AssignConnections does that). Each part has its own
-// result: when one fails, parts on other connections may have been applied
-// (their results say which), unlike a call sent in parts one after another,
-// which stops at the first failure. A stream that fails with UNAVAILABLE (a
-// draining server) is opened again and its parts not yet answered are sent
-// again, within the retry policy, as gdn-bench's single stream did.
+// Order. Parts holding different sequences are independent. A part that
+// continues a sequence cut by the split (its predecessor, PartPredecessors)
+// may go on any connection: the server parks a piece whose position is
+// ahead of its session's until the piece before it is applied.
+//
+// Failure. Each part has its own result. When a part fails, the pieces that
+// follow it in its sequence would stay parked on the server for good (a
+// stream has no deadline), so the streams holding them are cancelled: those
+// pieces return Aborted (never applied), and the other parts on those
+// streams Cancelled, applied or not. Parts on other streams run to their
+// end. Unlike a call sent in parts one after another, which stops at the
+// first failure, parts after a failed one may have been applied: their
+// results (and the sessions' positions) say which. A stream that fails with
+// UNAVAILABLE (a draining server) is opened again and its parts not yet
+// answered are sent again, within the retry policy.
 #ifndef GDN_CLIENT_PARALLEL_FORWARD_STREAMS_H_
 #define GDN_CLIENT_PARALLEL_FORWARD_STREAMS_H_
 
@@ -47,11 +54,9 @@
 
 namespace gdn::client {
 
-// The connection of each part (0 .. connections - 1): a part whose first
-// sequence is the previous part's last (one sequence cut by the split)
-// stays on the previous part's connection; the others take the connections
-// in turn. connections < 1 counts as 1.
-std::vector<int> AssignConnections(const std::vector<ForwardPartRefs>& parts, int connections);
+// For each part, the part it continues (p - 1 when its first sequence is
+// part p - 1's last, one sequence cut by the split), else -1.
+std::vector<int> PartPredecessors(const std::vector<ForwardPartRefs>& parts);
 
 class ParallelForwardStreams {
  public:
@@ -68,11 +73,14 @@ class ParallelForwardStreams {
 
   // Sends parts[i] (encoded with request id ids[i]) over connection
   // connection_of[i] and waits for every answer: each part's response or
-  // error, in the parts' order. InvalidArgument for every part when the
-  // spans' sizes differ or a connection is out of range (nothing sent).
+  // error, in the parts' order. predecessor[i] (PartPredecessors; empty:
+  // none) is the part whose sequence part i continues, which must come
+  // before it in the parts. InvalidArgument for every part when the spans'
+  // sizes differ or a connection or predecessor is out of range (nothing
+  // sent).
   std::vector<absl::StatusOr<RawForwardResponse>> Forward(
       absl::Span<const grpc::ByteBuffer> parts, absl::Span<const uint64_t> ids,
-      absl::Span<const int> connection_of);
+      absl::Span<const int> connection_of, absl::Span<const int> predecessor = {});
 
   // Ends every open stream (RawForwardStream::Finish): the first failure,
   // else OK. The streams open again on the next Forward.
@@ -80,10 +88,12 @@ class ParallelForwardStreams {
 
  private:
   struct Connection;
+  struct Call;  // one Forward's shared state
   // One connection's share of a Forward: `mine` indexes the parts.
-  void RunConnection(Connection& c, const std::vector<size_t>& mine,
-                     absl::Span<const grpc::ByteBuffer> parts, absl::Span<const uint64_t> ids,
-                     std::vector<absl::StatusOr<RawForwardResponse>>& results);
+  void RunConnection(Connection& c, const std::vector<size_t>& mine, Call& call);
+  // Part `failed` failed: cancels the streams that hold the pieces after it
+  // in its sequence.
+  void CancelFollowers(size_t failed, Call& call);
   void WorkerLoop(Connection* c);
 
   const RawCallOptions options_;

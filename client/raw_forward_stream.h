@@ -65,6 +65,14 @@ class RawForwardStream {
 
   // Requests sent and not yet received.
   size_t in_flight() const { return in_flight_.size(); }
+  // Whether the RPC is over (a failed operation or Finish): every later
+  // Send / Receive returns its final status.
+  bool ended() const { return ended_; }
+
+  // Cancels the RPC (grpc::ClientContext::TryCancel): the operation the
+  // owning thread is waiting on, and every later one, fails with the final
+  // status CANCELLED. The one method safe to call from another thread.
+  void Cancel() { context_.TryCancel(); }
 
  private:
   RawForwardStream(const std::shared_ptr<grpc::Channel>& channel, const RawCallOptions& options);

@@ -163,8 +163,14 @@ bool SessionRunner::Forward(Lane& lane, const std::vector<SequenceSlot>& seqs, i
   }
   std::vector<grpc::ByteBuffer> messages;
   std::vector<uint64_t> ids;  // stream: each part's request id
-  std::vector<int> connection_of;  // stream: each part's connection
-  if (parts.ok() && config_.stream) connection_of = AssignConnections(*parts, config_.connections);
+  std::vector<int> connection_of;  // stream: each part's connection, in turn
+  std::vector<int> predecessor;    // stream: the part each continues, or -1
+  if (parts.ok() && config_.stream) {
+    for (size_t p = 0; p < parts->size(); ++p) {
+      connection_of.push_back(static_cast<int>(p % config_.connections));
+    }
+    predecessor = PartPredecessors(*parts);
+  }
   if (parts.ok()) {
     messages.resize(parts->size());
     for (size_t p = 0; p < parts->size(); ++p) {
@@ -179,7 +185,7 @@ bool SessionRunner::Forward(Lane& lane, const std::vector<SequenceSlot>& seqs, i
   const Clock::time_point t0 = Clock::now();
   absl::Status status = parts.status();
   if (status.ok() && config_.stream) {
-    status = ForwardOnStreams(lane, messages, ids, connection_of);
+    status = ForwardOnStreams(lane, messages, ids, connection_of, predecessor);
   } else {
     for (size_t p = 0; p < messages.size() && status.ok(); ++p) {
       if (config_.channel) {
@@ -208,14 +214,15 @@ bool SessionRunner::Forward(Lane& lane, const std::vector<SequenceSlot>& seqs, i
 absl::Status SessionRunner::ForwardOnStreams(Lane& lane,
                                              const std::vector<grpc::ByteBuffer>& parts,
                                              const std::vector<uint64_t>& ids,
-                                             const std::vector<int>& connection_of) {
+                                             const std::vector<int>& connection_of,
+                                             const std::vector<int>& predecessor) {
   if (lane.streams == nullptr) {
     const GdnClientOptions& o = client_->options();
     lane.streams = std::make_unique<ParallelForwardStreams>(stream_channels_, lane.raw, o.retry,
                                                             o.on_retry);
   }
   const std::vector<absl::StatusOr<RawForwardResponse>> results =
-      lane.streams->Forward(parts, ids, connection_of);
+      lane.streams->Forward(parts, ids, connection_of, predecessor);
   for (size_t p = 0; p < results.size(); ++p) {
     if (!results[p].ok()) return PartStatus(results[p].status(), p, parts.size());
   }

@@ -74,11 +74,13 @@ class SessionRunner {
   bool Forward(Lane& lane, const std::vector<SequenceSlot>& seqs, int layer, bool prefill,
                std::mt19937_64& rng);
   // --transport=stream: the encoded parts (request ids `ids`) over the
-  // lane's streams, part p on connection connection_of[p]; each
-  // connection's parts all sent, then all received.
+  // lane's streams, part p on connection connection_of[p] (continuing part
+  // predecessor[p], or -1); each connection's parts all sent, then all
+  // received.
   absl::Status ForwardOnStreams(Lane& lane, const std::vector<grpc::ByteBuffer>& parts,
                                 const std::vector<uint64_t>& ids,
-                                const std::vector<int>& connection_of);
+                                const std::vector<int>& connection_of,
+                                const std::vector<int>& predecessor);
   // `n` sessions, in lanes of sessions_per_call sharing one routing key.
   bool CreateSessions(int n, std::vector<std::string>* ids);
   // `at`: fork at that kept position (--fork_at_checkpoint), else at the end.

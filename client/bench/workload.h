@@ -107,10 +107,11 @@ struct BenchConfig {
   // before the first answer is read, so the server stages and runs the
   // first parts while the rest is still in flight (--transport=stream only).
   int64_t part_bytes = 0;
-  // > 1: the parts of a split call go over this many connections at once
-  // (client/parallel_forward_streams.h; each lane opens a stream on each),
-  // so that a large call is not held to one connection's throughput
-  // (--transport=stream only).
+  // > 1: the parts of a split call go over this many connections at once,
+  // in turn (client/parallel_forward_streams.h; each lane opens a stream on
+  // each; the pieces of a cut sequence too: the server applies them in
+  // order), so that a large call is not held to one connection's
+  // throughput (--transport=stream only).
   int connections = 1;
   // The channels' HTTP/2 window, frame and read sizes (proto/grpc_transport.h;
   // zeros: gRPC's defaults). Its max_message_bytes is not used.

@@ -42,6 +42,12 @@ struct Behaviour {
   std::string message = "boom";
   int unavailable_first = 0;  // tries (Forward calls, streams) answered UNAVAILABLE first
   int sleep_ms = 0;
+  // ForwardStream only, by the request's first session: fail_session's
+  // requests are answered with error_code NOT_FOUND; park_session's are
+  // never answered: the stream waits until the client cancels it (a piece
+  // the server parks behind one that never comes).
+  std::string fail_session;
+  std::string park_session;
 };
 
 class FakeService final : public v1::GdnService::Service {
@@ -111,6 +117,18 @@ class FakeService final : public v1::GdnService::Service {
       }
       // A failed RPC status ends the stream with it (a server that fails).
       if (b.status != grpc::StatusCode::OK) return grpc::Status(b.status, b.message);
+      const std::string& session =
+          request.sequences().empty() ? std::string() : request.sequences(0).session_id();
+      if (!b.park_session.empty() && session == b.park_session) {
+        while (!context->IsCancelled()) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled while parked");
+      }
+      if (!b.fail_session.empty() && session == b.fail_session) {
+        b.error_code = static_cast<int32_t>(absl::StatusCode::kNotFound);
+        b.message = "session '" + session + "' not found";
+      }
       v1::ForwardResponse response;
       Answer(request, b, &response);
       response.set_request_id(request.request_id());
@@ -170,10 +188,11 @@ class FakeForwardServiceTest : public ::testing::Test {
     s->set_num_tokens(2);
     return r;
   }
-  static grpc::ByteBuffer RequestBytes(uint64_t request_id = 0) {
+  static grpc::ByteBuffer RequestBytes(uint64_t request_id = 0,
+                                       const std::string& session = "tenant7/chat-3") {
     wire::ForwardRequestParts p;
     p.layer = 1;
-    p.sequences.push_back({"tenant7/chat-3", 40, 2});
+    p.sequences.push_back({session, 40, 2});
     p.request_id = request_id;
     return wire::EncodeForwardRequest(p);
   }

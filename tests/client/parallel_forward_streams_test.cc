@@ -1,10 +1,11 @@
 // ParallelForwardStreams (client/parallel_forward_streams.h) against the
 // fake gdn.v1 service: parts spread over connections that are distinct TCP
 // connections, every part answered in the parts' order, a part's error
-// returned as its own result with the streams still usable, bad spans
-// refused before anything is sent, streams opened again after Finish and
-// after a draining server's UNAVAILABLE; and AssignConnections' rule (a
-// part continuing a cut sequence stays on its predecessor's connection).
+// returned as its own result with the streams still usable, the streams
+// holding the pieces after a failed one cancelled (no hang) and those pieces
+// Aborted, bad spans refused before anything is sent, streams opened again
+// after Finish, after a cancellation and after a draining server's
+// UNAVAILABLE; and PartPredecessors.
 #include "client/parallel_forward_streams.h"
 
 #include <memory>
@@ -24,18 +25,13 @@ ForwardPartRefs PartOf(std::vector<int> original_sequences) {
   return p;
 }
 
-TEST(AssignConnectionsTest, PartsTakeConnectionsInTurnAndCutSequencesStayTogether) {
-  // Sessions 0-1 | 2-3 | 4-5 | 6: whole sequences, in turn over 3.
-  EXPECT_EQ(AssignConnections({PartOf({0, 1}), PartOf({2, 3}), PartOf({4, 5}), PartOf({6})}, 3),
-            (std::vector<int>{0, 1, 2, 0}));
-  // Sequence 1 cut between parts 0 and 1, sequence 2 over parts 1-3: those
-  // pieces stay on the connection of the part before them.
-  EXPECT_EQ(AssignConnections({PartOf({0, 1}), PartOf({1, 2}), PartOf({2}), PartOf({2}),
-                               PartOf({3})},
-                              4),
-            (std::vector<int>{0, 0, 0, 0, 1}));
-  EXPECT_EQ(AssignConnections({PartOf({0}), PartOf({1})}, 0), (std::vector<int>{0, 0}));
-  EXPECT_TRUE(AssignConnections({}, 4).empty());
+TEST(PartPredecessorsTest, APartContinuingACutSequenceNamesThePartBefore) {
+  // Sequence 1 cut between parts 0 and 1, sequence 2 over parts 1-3.
+  EXPECT_EQ(PartPredecessors({PartOf({0, 1}), PartOf({1, 2}), PartOf({2}), PartOf({2}),
+                              PartOf({3}), PartOf({4, 5})}),
+            (std::vector<int>{-1, 0, 1, 2, -1, -1}));
+  EXPECT_EQ(PartPredecessors({PartOf({0}), PartOf({1})}), (std::vector<int>{-1, -1}));
+  EXPECT_TRUE(PartPredecessors({}).empty());
 }
 
 class ParallelForwardStreamsTest : public FakeForwardServiceTest {
@@ -102,6 +98,42 @@ TEST_F(ParallelForwardStreamsTest, APartsErrorIsItsOwnAndTheStreamsStayUsable) {
   EXPECT_TRUE(streams->Finish().ok());
 }
 
+// Part 1 fails; parts 2 and 3 are the next pieces of its sequence, parked
+// on the server (never answered) on connections 2 and 0: those streams are
+// cancelled, the pieces Aborted; part 0 (connection 0, answered before the
+// cancellation or cancelled with it) and part 4 (connection 1, after the
+// failed one on its stream) keep results of their own. The next Forward
+// opens new streams.
+TEST_F(ParallelForwardStreamsTest, PiecesAfterAFailedOneAreCancelledNotLeftWaiting) {
+  std::unique_ptr<ParallelForwardStreams> streams = Make(3);
+  Behaviour b;
+  b.fail_session = "tenant7/fails";
+  b.park_session = "tenant7/parked";
+  service_.Set(b);
+  const std::vector<grpc::ByteBuffer> parts{
+      RequestBytes(1), RequestBytes(2, "tenant7/fails"), RequestBytes(3, "tenant7/parked"),
+      RequestBytes(4, "tenant7/parked"), RequestBytes(5)};
+  const std::vector<uint64_t> ids{1, 2, 3, 4, 5};
+  const std::vector<int> connection_of{0, 1, 2, 0, 1};
+  const std::vector<int> predecessor{-1, -1, 1, 2, -1};
+  const std::vector<absl::StatusOr<RawForwardResponse>> r =
+      streams->Forward(parts, ids, connection_of, predecessor);
+  ASSERT_EQ(r.size(), 5u);
+  EXPECT_TRUE(absl::IsNotFound(r[1].status())) << r[1].status();
+  for (int p : {2, 3}) {
+    EXPECT_TRUE(absl::IsAborted(r[p].status())) << p << ": " << r[p].status();
+    EXPECT_NE(r[p].status().message().find("part 2"), absl::string_view::npos) << r[p].status();
+  }
+  EXPECT_TRUE(r[0].ok() || absl::IsCancelled(r[0].status())) << r[0].status();
+  EXPECT_TRUE(r[4].ok()) << r[4].status();  // its stream was not cancelled
+
+  service_.Set({});
+  const std::vector<absl::StatusOr<RawForwardResponse>> again =
+      streams->Forward(parts, ids, connection_of, predecessor);
+  for (size_t p = 0; p < again.size(); ++p) EXPECT_TRUE(again[p].ok()) << p << again[p].status();
+  EXPECT_TRUE(streams->Finish().ok());
+}
+
 TEST_F(ParallelForwardStreamsTest, BadSpansAreRefusedAndNothingIsSent) {
   std::unique_ptr<ParallelForwardStreams> streams = Make(2);
   std::vector<grpc::ByteBuffer> parts;
@@ -111,6 +143,13 @@ TEST_F(ParallelForwardStreamsTest, BadSpansAreRefusedAndNothingIsSent) {
                                       std::vector<int>{-1, 0}}) {
     const std::vector<absl::StatusOr<RawForwardResponse>> r = streams->Forward(parts, ids, bad);
     ASSERT_EQ(r.size(), 2u);
+    for (const auto& part : r) EXPECT_TRUE(absl::IsInvalidArgument(part.status())) << part.status();
+  }
+  // Predecessors: one per part, each an earlier part or -1.
+  for (const std::vector<int>& bad : {std::vector<int>{-1}, std::vector<int>{-1, 1},
+                                      std::vector<int>{0, -1}, std::vector<int>{-1, -2}}) {
+    const std::vector<absl::StatusOr<RawForwardResponse>> r =
+        streams->Forward(parts, ids, {0, 1}, bad);
     for (const auto& part : r) EXPECT_TRUE(absl::IsInvalidArgument(part.status())) << part.status();
   }
   EXPECT_TRUE(service_.stream_peers().empty());
