@@ -13,7 +13,7 @@ from ._proto import gdn_pb2
 from .routing import ROUTE_HEADER, route_header_value, routing_key
 
 __all__ = ["SERVICE", "METHODS", "channel_options", "connection_options", "make_channel",
-           "make_aio_channel", "bind_methods", "Metadata", "call_metadata"]
+           "make_aio_channel", "bind_methods", "open_channels", "Metadata", "call_metadata"]
 
 SERVICE = "/gdn.v1.GdnService/"
 
@@ -115,6 +115,22 @@ def bind_methods(channel) -> dict:
             request_serializer=request_cls.SerializeToString if request_cls else None,
             response_deserializer=response_cls.FromString if response_cls else None)
     return calls
+
+
+def open_channels(make, target: str, connections: int, *, extra_options=(), **channel_args):
+    """A client's channels: (channel, forward_channels, calls, forward_calls).
+
+    make: make_channel or make_aio_channel, given target, extra_options and
+    channel_args. forward_channels: for connections > 1, Forward's other
+    connections, a channel each (connection_options); forward_calls: Forward
+    on the channel, then on each of those.
+    """
+    channel = make(target, extra_options=extra_options, **channel_args)
+    calls = bind_methods(channel)
+    forward_channels = [make(target, extra_options=list(extra_options) + connection_options(i),
+                             **channel_args) for i in range(1, connections)]
+    forward_calls = [calls["Forward"]] + [bind_methods(c)["Forward"] for c in forward_channels]
+    return channel, forward_channels, calls, forward_calls
 
 
 def call_metadata(base: Metadata, session_id: Optional[str] = None) -> Metadata:

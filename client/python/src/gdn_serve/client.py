@@ -17,7 +17,7 @@ import grpc
 import numpy as np
 
 from ._proto import gdn_pb2
-from .channel import bind_methods, connection_options, make_channel
+from .channel import make_channel, open_channels
 from .client_core import ClientCore
 from .errors import GdnError, from_rpc_error
 from .forward_call import PreparedForward, SequenceTokens
@@ -45,20 +45,11 @@ class Client(ClientCore):
                  certificate_chain=None, private_key=None, **kwargs):
         super().__init__(target, root_certificates=root_certificates, token=token,
                          timeout=timeout, **kwargs)
-        self._channel = make_channel(target, root_certificates=root_certificates,
-                                     max_message_bytes=self.max_message_bytes,
-                                     extra_options=channel_options,
-                                     certificate_chain=certificate_chain, private_key=private_key)
-        self._calls = bind_methods(self._channel)
         # connections > 1: Forward's other connections, a channel each.
-        self._forward_channels = [
-            make_channel(target, root_certificates=root_certificates,
-                         max_message_bytes=self.max_message_bytes,
-                         extra_options=list(channel_options) + connection_options(i),
-                         certificate_chain=certificate_chain, private_key=private_key)
-            for i in range(1, self.connections)]
-        self._forward_calls = [self._calls["Forward"]] + [
-            bind_methods(channel)["Forward"] for channel in self._forward_channels]
+        self._channel, self._forward_channels, self._calls, self._forward_calls = open_channels(
+            make_channel, target, self.connections, root_certificates=root_certificates,
+            max_message_bytes=self.max_message_bytes, extra_options=channel_options,
+            certificate_chain=certificate_chain, private_key=private_key)
 
     def close(self) -> None:
         """Closes the channels (sessions on the server stay)."""
