@@ -215,11 +215,13 @@ std::vector<absl::StatusOr<RawForwardResponse>> ParallelForwardStreams::Forward(
   }
   if (!mine[0].empty()) RunConnection(*connections_[0], mine[0], call);
   done.Wait();
-  // Pieces after a failed one were never applied (they waited for it).
+  // Pieces after a failed one that were cancelled were never applied (they
+  // waited for it); any other answer (one of their own, before the
+  // cancellation) stands.
   absl::MutexLock lock(&call.mu);
   for (size_t p = 0; p < parts.size(); ++p) {
     const int failed = call.failed_before[p];
-    if (failed >= 0 && !call.results[p].ok()) {
+    if (failed >= 0 && absl::IsCancelled(call.results[p].status())) {
       call.results[p] = absl::AbortedError(absl::StrCat(
           "not applied: part ", failed + 1, ", an earlier piece of its sequence, failed"));
     }

@@ -8,7 +8,9 @@
 // 2-3 GB/s on loopback. Four 64-session calls over four connections of the
 // H200 host took 0.69-0.99 ms each at the same time, one 256-session call
 // over one connection 2.9-3.0 ms (the proto echo, 2026-12-04,
-// bench/results/2026-12-04-connections/).
+// bench/results/2026-12-04-connections/). ForwardInParts
+// (client/forward_in_parts.h) is the whole call over it, o and positions
+// back.
 //
 // Each connection is a RawForwardStream on its own channel (channels made
 // by MakeGdnChannel with distinct indices never share a connection), opened
@@ -26,8 +28,9 @@
 // Failure. Each part has its own result. When a part fails, the pieces that
 // follow it in its sequence would stay parked on the server for good (a
 // stream has no deadline), so the streams holding them are cancelled: those
-// pieces return Aborted (never applied), and the other parts on those
-// streams Cancelled, applied or not. Parts on other streams run to their
+// pieces, cancelled while they waited, return Aborted (never applied); the
+// other parts on those streams return Cancelled (applied or not) unless
+// they were answered first. Parts on other streams run to their
 // end. Unlike a call sent in parts one after another, which stops at the
 // first failure, parts after a failed one may have been applied: their
 // results (and the sessions' positions) say which. A stream that fails with

@@ -8,6 +8,7 @@
 #include "client/bench/cuda_ipc_transport.h"
 #include "client/forward_parts_split.h"
 #include "client/raw_forward.h"
+#include "client/forward_in_parts.h"
 #include "client/parallel_forward_streams.h"
 #include "client/retry.h"
 #include "client/routing_key.h"
@@ -25,17 +26,6 @@ struct SessionRunner::Lane {
   uint64_t next_request_id = 1;               // stream requests carry ids 1, 2, ...
   std::unique_ptr<RegionTransport::Output> o_region;  // shm / cuda_ipc: where o goes
 };
-
-namespace {
-
-// Part p's status, its place named when the Forward was split in parts.
-absl::Status PartStatus(const absl::Status& status, size_t p, size_t parts) {
-  if (status.ok() || parts <= 1) return status;
-  return absl::Status(status.code(), absl::StrCat("part ", p + 1, " of ", parts,
-                                                  " of a split Forward: ", status.message()));
-}
-
-}  // namespace
 
 UnitPlan MakeUnitPlan(const BenchConfig& config, std::mt19937_64& rng,
                       const TraceRecord* trace_record) {
@@ -195,7 +185,7 @@ bool SessionRunner::Forward(Lane& lane, const std::vector<SequenceSlot>& seqs, i
       } else {
         status = ForwardRaw(client_->channel(), messages[p], lane.raw).status();
       }
-      status = PartStatus(status, p, messages.size());
+      status = SplitPartStatus(status, p, messages.size());
     }
   }
   const Clock::time_point t1 = Clock::now();
@@ -224,7 +214,7 @@ absl::Status SessionRunner::ForwardOnStreams(Lane& lane,
   const std::vector<absl::StatusOr<RawForwardResponse>> results =
       lane.streams->Forward(parts, ids, connection_of, predecessor);
   for (size_t p = 0; p < results.size(); ++p) {
-    if (!results[p].ok()) return PartStatus(results[p].status(), p, parts.size());
+    if (!results[p].ok()) return SplitPartStatus(results[p].status(), p, parts.size());
   }
   return absl::OkStatus();
 }

@@ -1,0 +1,90 @@
+#include "client/forward_in_parts.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/forward_parts_split.h"
+
+namespace gdn::client {
+
+absl::Status SplitPartStatus(const absl::Status& status, size_t p, size_t parts) {
+  if (status.ok() || parts <= 1) return status;
+  return absl::Status(status.code(), absl::StrCat("part ", p + 1, " of ", parts,
+                                                  " of a split Forward: ", status.message()));
+}
+
+absl::Status ForwardInParts(ParallelForwardStreams& streams, wire::ForwardRequestParts request,
+                            int64_t part_bytes, absl::Span<char> o,
+                            std::vector<int64_t>* positions) {
+  size_t v_bytes = 0;
+  for (const wire::BytesRef& run : request.v.data) v_bytes += run.size;
+  int64_t tokens = 0;
+  for (const wire::SequenceField& s : request.sequences) tokens += s.num_tokens;
+  if (request.v.has_ref || request.has_o_region) {
+    return absl::InvalidArgumentError("ForwardInParts: inline tensors only, no region references");
+  }
+  if (o.size() != v_bytes || tokens <= 0 || v_bytes % tokens != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("ForwardInParts: o holds ", o.size(),
+                                                   " bytes, v ", v_bytes, " over ", tokens,
+                                                   " tokens"));
+  }
+  const size_t o_row = v_bytes / tokens;
+  const size_t sequences = request.sequences.size();
+  absl::StatusOr<std::vector<ForwardPartRefs>> parts =
+      SplitForwardRequestParts(std::move(request), part_bytes);
+  if (!parts.ok()) return parts.status();
+  const size_t n = parts->size();
+  std::vector<grpc::ByteBuffer> messages(n);
+  std::vector<uint64_t> ids(n);
+  std::vector<int> connection_of(n);
+  for (size_t p = 0; p < n; ++p) {
+    // Ids 1..n: every stream has nothing in flight between calls.
+    ids[p] = p + 1;
+    (*parts)[p].request.request_id = ids[p];
+    grpc::ByteBuffer encoded = wire::EncodeForwardRequest((*parts)[p].request);
+    messages[p].Swap(&encoded);
+    connection_of[p] = static_cast<int>(p % streams.connections());
+  }
+  const std::vector<absl::StatusOr<RawForwardResponse>> results =
+      streams.Forward(messages, ids, connection_of, PartPredecessors(*parts));
+  // The failure to report: the first in part order that is not a
+  // consequence of another (a piece Aborted behind a failed one, a part
+  // Cancelled with a stream that held such a piece), else the first.
+  size_t failed = n;
+  for (size_t p = 0; p < n; ++p) {
+    if (results[p].ok()) continue;
+    const absl::StatusCode code = results[p].status().code();
+    const bool consequence =
+        code == absl::StatusCode::kAborted || code == absl::StatusCode::kCancelled;
+    if (failed == n) failed = p;
+    if (!consequence) {
+      failed = p;
+      break;
+    }
+  }
+  if (failed < n) return SplitPartStatus(results[failed].status(), failed, n);
+  positions->assign(sequences, 0);
+  size_t row = 0;  // the part's first token row in the whole call
+  for (size_t p = 0; p < n; ++p) {
+    const ForwardPartRefs& part = (*parts)[p];
+    const wire::ForwardResponseFields& fields = results[p]->fields;
+    size_t rows = 0;
+    for (const wire::SequenceField& s : part.request.sequences) rows += s.num_tokens;
+    if (fields.o.data.size != rows * o_row ||
+        fields.positions.size() != part.original_sequence.size()) {
+      return SplitPartStatus(
+          absl::InternalError(absl::StrCat("the answer holds ", fields.o.data.size, " bytes of o and ",
+                                           fields.positions.size(), " positions, expected ",
+                                           rows * o_row, " and ", part.original_sequence.size())),
+          p, n);
+    }
+    results[p]->message.CopyTo(fields.o.data, o.data() + row * o_row);
+    for (size_t i = 0; i < part.original_sequence.size(); ++i) {
+      (*positions)[part.original_sequence[i]] = fields.positions[i];  // the last piece's wins
+    }
+    row += rows;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gdn::client
