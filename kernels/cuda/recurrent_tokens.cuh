@@ -36,9 +36,8 @@ namespace gdn::cuda {
 // last warp the gates of token t; the block's threads together load the v
 // tile. The caller synchronises afterwards.
 //
-// q and k rows: fp32 states get them normalised (q times scale) and k . q
-// of the normalised rows. bf16, int8 and fp8 states (RecurrentSmem::kRawRows)
-// get the rows as loaded
+// q and k rows: fp32 / bf16 states get them normalised (q times scale) and
+// k . q of the normalised rows. int8 / fp8 states get the rows as loaded
 // (after the rare rescale below), raw k . q and the arguments of the two
 // rsqrt factors, q . q + eps and k . k + eps: the token step applies the
 // factors to its reduced sums (recurrent_quant_token.cuh). Why: in a decode
@@ -101,14 +100,14 @@ __device__ __forceinline__ void StageTokens(const RecurrentParams& p,
           kq += __shfl_xor_sync(0xffffffffu, kq, offset);
         }
       }
-      if constexpr (!RecurrentSmem<Shape>::kRawRows) {
+      if constexpr (!RecurrentSmem<Shape>::kQuant) {
         const float rq = 1.0f / sqrtf(qq + q_eps);
         const float rk = 1.0f / sqrtf(kk + k_eps);
         q_factor *= rq;
         k_factor = rk;
       }
     }
-    if constexpr (RecurrentSmem<Shape>::kRawRows) {
+    if constexpr (RecurrentSmem<Shape>::kQuant) {
       // Raw rows: |x| < 2^64 after the rescale, so the token step's sums of
       // state times row stay finite for any state below ~2^57.
 #pragma unroll
@@ -224,12 +223,11 @@ __device__ __forceinline__ void RunItemTokens(const RecurrentParams& p,
   for (int t = 0;;) {
     const int run_end = min(n, t + run_length);
     for (; t < run_end; ++t) {
-      if constexpr (RecurrentSmem<Shape>::kRawRows) {
-        // int8 / fp8: s holds the decayed state for the item's first token
-        // (the kernels fold exp(g_0) into the scales); bf16: never.
+      if constexpr (kQuantState<typename Shape::StateT>) {
+        // s holds the decayed state for the item's first token (the kernels
+        // fold exp(g_0) into the scales).
         QuantTokenStep<Shape>(p, smem, it.head, it.col0, it.pages_ok, t, chunk_start + t,
-                              kQuantState<typename Shape::StateT> && chunk_start + t == it.bos,
-                              s);
+                              chunk_start + t == it.bos, s);
         continue;
       }
       const float decay = smem.decay[t];
