@@ -15,7 +15,6 @@
 #ifndef GDN_KERNELS_CUDA_RECURRENT_SHAPE_CUH_
 #define GDN_KERNELS_CUDA_RECURRENT_SHAPE_CUH_
 
-#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -65,23 +64,17 @@ struct RecurrentShape {
 
 // Shared memory of one block: kTokensPerChunk tokens of staged inputs plus
 // the double-buffered cross-warp reduction. q, k and kq as StageTokens
-// writes them: fp32 states normalised; bf16, int8 and fp8 states raw with
-// the rsqrt arguments qq and kk (kRawRows: the token step applies the
-// factors to its reduced sums, recurrent_tokens.cuh / recurrent_quant_token.cuh).
+// writes them: fp32 / bf16 states normalised, int8 / fp8 states raw with
+// the rsqrt arguments qq and kk.
 template <typename Shape>
 struct RecurrentSmem {
   static constexpr bool kQuant = kQuantState<typename Shape::StateT>;
-  // Why bf16 too: the ncu profile of the bf16 persistent kernel (2026-12-03)
-  // had 24% of its stall samples at the barrier after the staging, whose
-  // warp ran the two correctly rounded sqrt / division chains.
-  static constexpr bool kRawRows =
-      kQuant || std::is_same_v<typename Shape::StateT, __nv_bfloat16>;
-  float q[kTokensPerChunk][Shape::kK];  // normalised, times scale (raw rows: raw)
-  float k[kTokensPerChunk][Shape::kK];  // normalised (raw rows: raw)
+  float q[kTokensPerChunk][Shape::kK];  // normalised, times scale (int8 / fp8: raw)
+  float k[kTokensPerChunk][Shape::kK];  // normalised (int8 / fp8: raw)
   float v[kTokensPerChunk][Shape::kVTile];
   float decay[kTokensPerChunk];  // exp(g)
   float beta[kTokensPerChunk];
-  float kq[kTokensPerChunk];  // k . (scale q) (raw rows: raw k . q)
+  float kq[kTokensPerChunk];  // k . (scale q) (int8 / fp8: raw k . q)
   // [buffer][warp][0: D^T k, 1: D^T q][column]
   alignas(16) float partial[2][Shape::kWarps][2][Shape::kVTile];
   // int8 / fp8 stores (recurrent_quant.cuh): each warp's max |x| (AbsBits)
@@ -90,10 +83,10 @@ struct RecurrentSmem {
   uint32_t amax[kQuant ? 2 : 1][kQuant ? Shape::kWarps : 1]
                [kQuant ? Shape::kVTile / kStateScaleCols : 1];
   float u[kQuant ? Shape::kVTile : 1];  // int8 / fp8 token step: u per column
-  // Raw rows: q . q + eps and k . k + eps (l2_norm_qk); one element for
-  // fp32 states.
-  float qq[kRawRows ? kTokensPerChunk : 1];
-  float kk[kRawRows ? kTokensPerChunk : 1];
+  // int8 / fp8: q . q + eps and k . k + eps of the raw rows (l2_norm_qk);
+  // one element for the other dtypes.
+  float qq[kQuant ? kTokensPerChunk : 1];
+  float kk[kQuant ? kTokensPerChunk : 1];
 };
 
 // One row vector -> floats (int8 / fp8: the codes' values before the scale).

@@ -36,9 +36,8 @@ namespace gdn::cuda {
 // last warp the gates of token t; the block's threads together load the v
 // tile. The caller synchronises afterwards.
 //
-// q and k rows: fp32 states get them normalised (q times scale) and k . q
-// of the normalised rows. bf16, int8 and fp8 states (RecurrentSmem::kRawRows)
-// get the rows as loaded
+// q and k rows: fp32 / bf16 states get them normalised (q times scale) and
+// k . q of the normalised rows. int8 / fp8 states get the rows as loaded
 // (after the rare rescale below), raw k . q and the arguments of the two
 // rsqrt factors, q . q + eps and k . k + eps: the token step applies the
 // factors to its reduced sums (recurrent_quant_token.cuh). Why: in a decode
@@ -101,14 +100,14 @@ __device__ __forceinline__ void StageTokens(const RecurrentParams& p,
           kq += __shfl_xor_sync(0xffffffffu, kq, offset);
         }
       }
-      if constexpr (!RecurrentSmem<Shape>::kRawRows) {
+      if constexpr (!RecurrentSmem<Shape>::kQuant) {
         const float rq = 1.0f / sqrtf(qq + q_eps);
         const float rk = 1.0f / sqrtf(kk + k_eps);
         q_factor *= rq;
         k_factor = rk;
       }
     }
-    if constexpr (RecurrentSmem<Shape>::kRawRows) {
+    if constexpr (RecurrentSmem<Shape>::kQuant) {
       // Raw rows: |x| < 2^64 after the rescale, so the token step's sums of
       // state times row stay finite for any state below ~2^57.
 #pragma unroll
@@ -232,18 +231,6 @@ __device__ __forceinline__ void RunItemTokens(const RecurrentParams& p,
         continue;
       }
       const float decay = smem.decay[t];
-      // Raw rows (bf16 pages): the normalisation's factors, applied to the
-      // reduced sums, k . q and u below; their sqrt / division chains
-      // overlap this token's reduction instead of the staging warp's path to
-      // the barrier (one barrier per token still, unlike QuantTokenStep's two).
-      float q_factor = 1.0f, k_factor = 1.0f;
-      if constexpr (RecurrentSmem<Shape>::kRawRows) {
-        q_factor = p.scale;
-        if (p.l2_norm_qk) {
-          q_factor *= 1.0f / sqrtf(smem.qq[t]);
-          k_factor = 1.0f / sqrtf(smem.kk[t]);
-        }
-      }
       float dk[kCols], dq[kCols];  // partial S^T k, S^T q over my rows
 #pragma unroll
       for (int c = 0; c < kCols; ++c) dk[c] = dq[c] = 0.0f;
@@ -288,14 +275,12 @@ __device__ __forceinline__ void RunItemTokens(const RecurrentParams& p,
       buffer ^= 1;
 
       const float beta = smem.beta[t];
-      const float kq = smem.kq[t] * q_factor * k_factor;
+      const float kq = smem.kq[t];
       float u[kCols], out[kCols];
 #pragma unroll
       for (int c = 0; c < kCols; ++c) {
-        u[c] = beta * (smem.v[t][col_group * kCols + c] - decay * (sk[c] * k_factor));
-        out[c] = fmaf(decay, sq[c] * q_factor, kq * u[c]);
-        // S' = D + (k_factor k) u^T = D + k (k_factor u)^T (1 for fp32 pages).
-        u[c] *= k_factor;
+        u[c] = beta * (smem.v[t][col_group * kCols + c] - decay * sk[c]);
+        out[c] = fmaf(decay, sq[c], kq * u[c]);
       }
       if (row_group == 0) {
         InT* dst =
