@@ -47,21 +47,7 @@ absl::Status ForwardInParts(ParallelForwardStreams& streams, wire::ForwardReques
   }
   const std::vector<absl::StatusOr<RawForwardResponse>> results =
       streams.Forward(messages, ids, connection_of, PartPredecessors(*parts));
-  // The failure to report: the first in part order that is not a
-  // consequence of another (a piece Aborted behind a failed one, a part
-  // Cancelled with a stream that held such a piece), else the first.
-  size_t failed = n;
-  for (size_t p = 0; p < n; ++p) {
-    if (results[p].ok()) continue;
-    const absl::StatusCode code = results[p].status().code();
-    const bool consequence =
-        code == absl::StatusCode::kAborted || code == absl::StatusCode::kCancelled;
-    if (failed == n) failed = p;
-    if (!consequence) {
-      failed = p;
-      break;
-    }
-  }
+  const size_t failed = FirstOwnFailure(results);
   if (failed < n) return SplitPartStatus(results[failed].status(), failed, n);
   positions->assign(sequences, 0);
   size_t row = 0;  // the part's first token row in the whole call

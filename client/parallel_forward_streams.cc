@@ -21,6 +21,17 @@ std::vector<int> PartPredecessors(const std::vector<ForwardPartRefs>& parts) {
   return out;
 }
 
+size_t FirstOwnFailure(const std::vector<absl::StatusOr<RawForwardResponse>>& results) {
+  size_t first = results.size();
+  for (size_t p = 0; p < results.size(); ++p) {
+    if (results[p].ok()) continue;
+    const absl::StatusCode code = results[p].status().code();
+    if (code != absl::StatusCode::kAborted && code != absl::StatusCode::kCancelled) return p;
+    if (first == results.size()) first = p;
+  }
+  return first;
+}
+
 // A connection: its channel, its stream (null until first used, or after
 // Finish), and for connections past the first the thread that drives it and
 // the job handed to that thread. `stream_mu` guards the stream pointer

@@ -61,6 +61,12 @@ namespace gdn::client {
 // part p - 1's last, one sequence cut by the split), else -1.
 std::vector<int> PartPredecessors(const std::vector<ForwardPartRefs>& parts);
 
+// The failure to report of a Forward's results: the first part, in part
+// order, that failed of itself (not Aborted behind a failed piece, not
+// Cancelled with a stream that held one), else the first that failed;
+// results.size() when every part succeeded.
+size_t FirstOwnFailure(const std::vector<absl::StatusOr<RawForwardResponse>>& results);
+
 class ParallelForwardStreams {
  public:
   // One connection per channel (at least one). `options`: the streams'

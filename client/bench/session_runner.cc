@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/bench/cuda_ipc_transport.h"
-#include "client/forward_parts_split.h"
-#include "client/raw_forward.h"
 #include "client/forward_in_parts.h"
+#include "client/forward_parts_split.h"
 #include "client/parallel_forward_streams.h"
+#include "client/raw_forward.h"
 #include "client/retry.h"
 #include "client/routing_key.h"
 
@@ -213,10 +213,10 @@ absl::Status SessionRunner::ForwardOnStreams(Lane& lane,
   }
   const std::vector<absl::StatusOr<RawForwardResponse>> results =
       lane.streams->Forward(parts, ids, connection_of, predecessor);
-  for (size_t p = 0; p < results.size(); ++p) {
-    if (!results[p].ok()) return SplitPartStatus(results[p].status(), p, parts.size());
-  }
-  return absl::OkStatus();
+  const size_t failed = FirstOwnFailure(results);
+  return failed == results.size()
+             ? absl::OkStatus()
+             : SplitPartStatus(results[failed].status(), failed, parts.size());
 }
 
 bool SessionRunner::RunLane(Lane& lane, Clock::time_point start, std::mt19937_64& rng,

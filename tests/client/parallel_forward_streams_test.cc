@@ -5,7 +5,7 @@
 // holding the pieces after a failed one cancelled (no hang) and those pieces
 // Aborted, bad spans refused before anything is sent, streams opened again
 // after Finish, after a cancellation and after a draining server's
-// UNAVAILABLE; and PartPredecessors.
+// UNAVAILABLE; PartPredecessors and FirstOwnFailure.
 #include "client/parallel_forward_streams.h"
 
 #include <memory>
@@ -32,6 +32,18 @@ TEST(PartPredecessorsTest, APartContinuingACutSequenceNamesThePartBefore) {
             (std::vector<int>{-1, 0, 1, 2, -1, -1}));
   EXPECT_EQ(PartPredecessors({PartOf({0}), PartOf({1})}), (std::vector<int>{-1, -1}));
   EXPECT_TRUE(PartPredecessors({}).empty());
+}
+
+TEST(FirstOwnFailureTest, APartThatFailedOfItselfBeforeItsConsequences) {
+  using Results = std::vector<absl::StatusOr<RawForwardResponse>>;
+  Results r(4, RawForwardResponse{});
+  EXPECT_EQ(FirstOwnFailure(r), 4u);  // all succeeded
+  r[1] = absl::CancelledError("with its stream");
+  r[2] = absl::NotFoundError("its own");
+  r[3] = absl::AbortedError("behind part 3");
+  EXPECT_EQ(FirstOwnFailure(r), 2u);
+  r[2] = absl::CancelledError("with its stream");
+  EXPECT_EQ(FirstOwnFailure(r), 1u);  // only consequences: the first
 }
 
 class ParallelForwardStreamsTest : public FakeForwardServiceTest {
