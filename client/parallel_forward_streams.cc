@@ -1,11 +1,13 @@
 #include "client/parallel_forward_streams.h"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
+#include "proto/channel.h"
 
 namespace gdn::client {
 
@@ -32,6 +34,21 @@ size_t FirstOwnFailure(const std::vector<absl::StatusOr<RawForwardResponse>>& re
   return first;
 }
 
+namespace {
+
+// Polls `ready` for at most `limit` (nothing when limit is zero).
+template <typename Ready>
+void PollFor(const Ready& ready, absl::Duration limit) {
+  if (limit <= absl::ZeroDuration()) return;
+  const absl::Time until = absl::Now() + limit;
+  while (!ready()) {
+    for (int i = 0; i < 64; ++i) channel::CpuRelax();
+    if (absl::Now() >= until) return;
+  }
+}
+
+}  // namespace
+
 // A connection: its channel, its stream (null until first used, or after
 // Finish), and for connections past the first the thread that drives it and
 // the job handed to that thread. `stream_mu` guards the stream pointer
@@ -46,6 +63,7 @@ struct ParallelForwardStreams::Connection {
   absl::Mutex mu;
   std::function<void()> job ABSL_GUARDED_BY(mu);
   bool stop ABSL_GUARDED_BY(mu) = false;
+  std::atomic<bool> posted{false};  // a job or stop: what the idle thread polls
 };
 
 struct ParallelForwardStreams::Call {
@@ -60,8 +78,11 @@ struct ParallelForwardStreams::Call {
 
 ParallelForwardStreams::ParallelForwardStreams(std::vector<std::shared_ptr<grpc::Channel>> channels,
                                                RawCallOptions options, RetryPolicy retry,
-                                               RetryObserver on_retry)
-    : options_(std::move(options)), retry_(retry), on_retry_(std::move(on_retry)) {
+                                               RetryObserver on_retry, absl::Duration poll)
+    : options_(std::move(options)),
+      poll_(poll),
+      retry_(retry),
+      on_retry_(std::move(on_retry)) {
   for (std::shared_ptr<grpc::Channel>& channel : channels) {
     auto c = std::make_unique<Connection>();
     c->channel = std::move(channel);
@@ -79,6 +100,7 @@ ParallelForwardStreams::~ParallelForwardStreams() {
     {
       absl::MutexLock lock(&c.mu);
       c.stop = true;
+      c.posted.store(true, std::memory_order_release);
     }
     c.thread.join();
   }
@@ -86,6 +108,7 @@ ParallelForwardStreams::~ParallelForwardStreams() {
 
 void ParallelForwardStreams::WorkerLoop(Connection* c) {
   for (;;) {
+    PollFor([c] { return c->posted.load(std::memory_order_acquire); }, poll_);
     std::function<void()> job;
     {
       absl::MutexLock lock(&c->mu);
@@ -94,6 +117,7 @@ void ParallelForwardStreams::WorkerLoop(Connection* c) {
       if (c->job == nullptr) return;  // stopped with nothing to do
       job = std::move(c->job);
       c->job = nullptr;
+      c->posted.store(false, std::memory_order_relaxed);
     }
     job();
   }
@@ -215,16 +239,20 @@ std::vector<absl::StatusOr<RawForwardResponse>> ParallelForwardStreams::Forward(
   int helpers = 0;
   for (int i = 1; i < n; ++i) helpers += !mine[i].empty();
   absl::BlockingCounter done(helpers);
+  std::atomic<int> running{helpers};  // polled before done.Wait() sleeps
   for (int i = 1; i < n; ++i) {
     if (mine[i].empty()) continue;
     Connection& c = *connections_[i];
     absl::MutexLock lock(&c.mu);
     c.job = [&, i] {
       RunConnection(*connections_[i], mine[i], call);
+      running.fetch_sub(1, std::memory_order_release);
       done.DecrementCount();
     };
+    c.posted.store(true, std::memory_order_release);
   }
   if (!mine[0].empty()) RunConnection(*connections_[0], mine[0], call);
+  PollFor([&running] { return running.load(std::memory_order_acquire) == 0; }, poll_);
   done.Wait();
   // Pieces after a failed one that were cancelled were never applied (they
   // waited for it); any other answer (one of their own, before the

@@ -47,6 +47,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "client/forward_parts_split.h"
 #include "client/raw_forward.h"
@@ -71,8 +72,13 @@ class ParallelForwardStreams {
  public:
   // One connection per channel (at least one). `options`: the streams'
   // route and deadline (the deadline bounds each stream's whole life).
+  // `poll`: how long a connection's thread, idle, polls for the next call
+  // before it sleeps, and the caller for the threads' ends (a thread's
+  // wake-up on a host whose idle cores sleep deeply costs tens of us, as
+  // the server's engine_poll_us found); zero: sleep at once.
   ParallelForwardStreams(std::vector<std::shared_ptr<grpc::Channel>> channels,
-                         RawCallOptions options, RetryPolicy retry, RetryObserver on_retry);
+                         RawCallOptions options, RetryPolicy retry, RetryObserver on_retry,
+                         absl::Duration poll = absl::ZeroDuration());
   ~ParallelForwardStreams();  // stops the threads; unfinished streams are cancelled
 
   ParallelForwardStreams(const ParallelForwardStreams&) = delete;
@@ -106,6 +112,7 @@ class ParallelForwardStreams {
   void WorkerLoop(Connection* c);
 
   const RawCallOptions options_;
+  const absl::Duration poll_;
   const RetryPolicy retry_;
   const RetryObserver on_retry_;
   std::vector<std::unique_ptr<Connection>> connections_;

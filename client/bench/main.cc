@@ -91,6 +91,9 @@ ABSL_FLAG(int64_t, part_bytes, 0,
 ABSL_FLAG(int, connections, 1,
           "> 1: the parts of a split call (--part_bytes) go over this many connections "
           "at once, one stream on each (--transport=stream only)");
+ABSL_FLAG(int64_t, connection_poll_us, -1,
+          "--connections > 1: how long a connection's idle thread polls for the next call "
+          "before it sleeps (-1: 1000 with 8 or more hardware threads, else 0)");
 ABSL_FLAG(bool, progress, true, "a progress line on stderr each second");
 ABSL_FLAG(std::string, sweep, "", "concurrency:1,2,4,8 or rate:5,10,20: one run per load");
 ABSL_FLAG(double, slo_p99_ms, 0, "> 0: search the highest load whose P99 meets this");
@@ -212,6 +215,7 @@ absl::StatusOr<BenchConfig> ConfigFromFlags() {
   c.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   c.part_bytes = absl::GetFlag(FLAGS_part_bytes);
   c.connections = absl::GetFlag(FLAGS_connections);
+  c.connection_poll_us = absl::GetFlag(FLAGS_connection_poll_us);
   if (absl::GetFlag(FLAGS_default_transport)) {
     c.transport.stream_window_bytes = c.transport.max_frame_bytes = 0;
     c.transport.max_read_chunk_bytes = 0;

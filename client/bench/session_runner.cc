@@ -208,8 +208,11 @@ absl::Status SessionRunner::ForwardOnStreams(Lane& lane,
                                              const std::vector<int>& predecessor) {
   if (lane.streams == nullptr) {
     const GdnClientOptions& o = client_->options();
-    lane.streams = std::make_unique<ParallelForwardStreams>(stream_channels_, lane.raw, o.retry,
-                                                            o.on_retry);
+    const int64_t poll_us = config_.connection_poll_us >= 0
+                                ? config_.connection_poll_us
+                                : (std::thread::hardware_concurrency() >= 8 ? 1000 : 0);
+    lane.streams = std::make_unique<ParallelForwardStreams>(
+        stream_channels_, lane.raw, o.retry, o.on_retry, absl::Microseconds(poll_us));
   }
   const std::vector<absl::StatusOr<RawForwardResponse>> results =
       lane.streams->Forward(parts, ids, connection_of, predecessor);

@@ -113,6 +113,11 @@ struct BenchConfig {
   // order), so that a large call is not held to one connection's
   // throughput (--transport=stream only).
   int connections = 1;
+  // How long a connection's idle thread polls for the next call, and the
+  // lane for the threads' ends, before sleeping
+  // (ParallelForwardStreams' poll; -1: 1000 us with 8 or more hardware
+  // threads, else 0).
+  int64_t connection_poll_us = -1;
   // The channels' HTTP/2 window, frame and read sizes (proto/grpc_transport.h;
   // zeros: gRPC's defaults). Its max_message_bytes is not used.
   wire::TransportOptions transport;

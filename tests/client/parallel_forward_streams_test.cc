@@ -50,11 +50,12 @@ class ParallelForwardStreamsTest : public FakeForwardServiceTest {
  protected:
   // `n` connections: the client's channel, then channels of their own;
   // the fixture's retry policy (none) unless `retry` is given.
-  std::unique_ptr<ParallelForwardStreams> Make(int n, const RetryPolicy* retry = nullptr) {
+  std::unique_ptr<ParallelForwardStreams> Make(int n, const RetryPolicy* retry = nullptr,
+                                               absl::Duration poll = absl::ZeroDuration()) {
     std::vector<std::shared_ptr<grpc::Channel>> channels{client_->channel()};
     for (int i = 1; i < n; ++i) channels.push_back(MakeGdnChannel(address_, options_, i));
     return std::make_unique<ParallelForwardStreams>(
-        channels, Options(), retry != nullptr ? *retry : options_.retry, nullptr);
+        channels, Options(), retry != nullptr ? *retry : options_.retry, nullptr, poll);
   }
   // Parts with request ids 1..n.
   static void Parts(int n, std::vector<grpc::ByteBuffer>* parts, std::vector<uint64_t>* ids) {
@@ -89,6 +90,29 @@ TEST_F(ParallelForwardStreamsTest, PartsGoOverDistinctConnectionsAndAllAreAnswer
   EXPECT_EQ(peers.size(), 3u);  // one stream per connection, opened once
   EXPECT_EQ(std::set<std::string>(peers.begin(), peers.end()).size(), 3u) << peers[0];
   EXPECT_EQ(service_.routes(), std::vector<std::string>(3, "tenant7"));
+}
+
+// Threads that poll for their next call (and a caller that polls for their
+// ends) answer as sleeping ones do, across calls with gaps longer and
+// shorter than the poll; the object goes without waiting for a poll to end.
+TEST_F(ParallelForwardStreamsTest, PollingThreadsAnswerEveryCall) {
+  std::unique_ptr<ParallelForwardStreams> streams = Make(3, nullptr, absl::Milliseconds(2));
+  std::vector<grpc::ByteBuffer> parts;
+  std::vector<uint64_t> ids;
+  Parts(6, &parts, &ids);
+  for (int call = 0; call < 6; ++call) {
+    const std::vector<absl::StatusOr<RawForwardResponse>> r =
+        streams->Forward(parts, ids, {0, 1, 2, 0, 1, 2});
+    for (size_t p = 0; p < r.size(); ++p) {
+      ASSERT_TRUE(r[p].ok()) << call << " " << p << ": " << r[p].status();
+      EXPECT_EQ(r[p]->fields.request_id, ids[p]);
+    }
+    if (call % 2 == 1) absl::SleepFor(absl::Milliseconds(5));  // past the poll: asleep
+  }
+  EXPECT_TRUE(streams->Finish().ok());
+  const absl::Time before = absl::Now();
+  streams.reset();
+  EXPECT_LT(absl::Now() - before, absl::Seconds(1));
 }
 
 TEST_F(ParallelForwardStreamsTest, APartsErrorIsItsOwnAndTheStreamsStayUsable) {
