@@ -211,8 +211,8 @@ std::vector<absl::StatusOr<RawForwardResponse>> ParallelForwardStreams::Forward(
     if (connection_of[p] < 0 || connection_of[p] >= n) {
       bad = absl::InvalidArgumentError(absl::StrCat("Forward: part ", p, " names connection ",
                                                     connection_of[p], " of ", n));
-    } else if (!predecessor.empty() &&
-               (predecessor[p] < -1 || predecessor[p] >= static_cast<int>(p))) {
+    } else if (!predecessor.empty() && predecessor[p] != -1 &&
+               predecessor[p] != static_cast<int>(p) - 1) {
       bad = absl::InvalidArgumentError(absl::StrCat("Forward: part ", p, " names predecessor ",
                                                     predecessor[p]));
     }

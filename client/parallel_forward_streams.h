@@ -89,10 +89,9 @@ class ParallelForwardStreams {
   // Sends parts[i] (encoded with request id ids[i]) over connection
   // connection_of[i] and waits for every answer: each part's response or
   // error, in the parts' order. predecessor[i] (PartPredecessors; empty:
-  // none) is the part whose sequence part i continues, which must come
-  // before it in the parts. InvalidArgument for every part when the spans'
-  // sizes differ or a connection or predecessor is out of range (nothing
-  // sent).
+  // none) is the part whose sequence part i continues: i - 1, or -1.
+  // InvalidArgument for every part when the spans' sizes differ or a
+  // connection or predecessor is out of range (nothing sent).
   std::vector<absl::StatusOr<RawForwardResponse>> Forward(
       absl::Span<const grpc::ByteBuffer> parts, absl::Span<const uint64_t> ids,
       absl::Span<const int> connection_of, absl::Span<const int> predecessor = {});

@@ -181,11 +181,13 @@ TEST_F(ParallelForwardStreamsTest, BadSpansAreRefusedAndNothingIsSent) {
     ASSERT_EQ(r.size(), 2u);
     for (const auto& part : r) EXPECT_TRUE(absl::IsInvalidArgument(part.status())) << part.status();
   }
-  // Predecessors: one per part, each an earlier part or -1.
-  for (const std::vector<int>& bad : {std::vector<int>{-1}, std::vector<int>{-1, 1},
-                                      std::vector<int>{0, -1}, std::vector<int>{-1, -2}}) {
+  // Predecessors: one per part, each the part before it or -1.
+  Parts(3, &parts, &ids);
+  for (const std::vector<int>& bad :
+       {std::vector<int>{-1, 0}, std::vector<int>{-1, 1, -1}, std::vector<int>{0, -1, -1},
+        std::vector<int>{-1, -2, -1}, std::vector<int>{-1, -1, 0}}) {
     const std::vector<absl::StatusOr<RawForwardResponse>> r =
-        streams->Forward(parts, ids, {0, 1}, bad);
+        streams->Forward(parts, ids, {0, 1, 0}, bad);
     for (const auto& part : r) EXPECT_TRUE(absl::IsInvalidArgument(part.status())) << part.status();
   }
   EXPECT_TRUE(service_.stream_peers().empty());
