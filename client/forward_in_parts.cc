@@ -4,14 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/forward_parts_split.h"
+#include "client/forward_split.h"
 
 namespace gdn::client {
-
-absl::Status SplitPartStatus(const absl::Status& status, size_t p, size_t parts) {
-  if (status.ok() || parts <= 1) return status;
-  return absl::Status(status.code(), absl::StrCat("part ", p + 1, " of ", parts,
-                                                  " of a split Forward: ", status.message()));
-}
 
 absl::Status ForwardInParts(ParallelForwardStreams& streams, wire::ForwardRequestParts request,
                             int64_t part_bytes, absl::Span<char> o,
@@ -21,7 +16,8 @@ absl::Status ForwardInParts(ParallelForwardStreams& streams, wire::ForwardReques
   int64_t tokens = 0;
   for (const wire::SequenceField& s : request.sequences) tokens += s.num_tokens;
   if (request.v.has_ref || request.has_o_region) {
-    return absl::InvalidArgumentError("ForwardInParts: inline tensors only, no region references");
+    return absl::InvalidArgumentError(
+        "ForwardInParts: v must be inline (it sizes o) and o cannot go to a region");
   }
   if (o.size() != v_bytes || tokens <= 0 || v_bytes % tokens != 0) {
     return absl::InvalidArgumentError(absl::StrCat("ForwardInParts: o holds ", o.size(),

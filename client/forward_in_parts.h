@@ -22,14 +22,10 @@
 
 namespace gdn::client {
 
-// `status` of part p of a Forward split in `parts` parts, the part named in
-// its message (unchanged when OK or not split).
-absl::Status SplitPartStatus(const absl::Status& status, size_t p, size_t parts);
-
 // `o`: the whole call's o, [T, Hv, V] in the request's token order: exactly
-// as many bytes as the request's v (InvalidArgument otherwise, nothing
-// sent). `positions`: each sequence's position after the call. Inline
-// tensors only (no region references); request_id is set per part.
+// as many bytes as the request's v, which must be inline (InvalidArgument
+// otherwise, nothing sent); o comes back inline (no o region). `positions`:
+// each sequence's position after the call. request_id is set per part.
 absl::Status ForwardInParts(ParallelForwardStreams& streams, wire::ForwardRequestParts request,
                             int64_t part_bytes, absl::Span<char> o,
                             std::vector<int64_t>* positions);

@@ -106,6 +106,12 @@ absl::StatusOr<std::vector<ForwardPart>> SplitForwardRequest(
   return parts;
 }
 
+absl::Status SplitPartStatus(const absl::Status& status, size_t p, size_t parts) {
+  if (status.ok() || parts <= 1) return status;
+  return absl::Status(status.code(), absl::StrCat("part ", p + 1, " of ", parts,
+                                                  " of a split Forward: ", status.message()));
+}
+
 absl::StatusOr<v1::ForwardResponse> MergeForwardResponses(
     const v1::ForwardRequest& original, const std::vector<ForwardPart>& parts,
     const std::vector<v1::ForwardResponse>& responses) {

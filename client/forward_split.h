@@ -10,9 +10,11 @@
 #ifndef GDN_CLIENT_FORWARD_SPLIT_H_
 #define GDN_CLIENT_FORWARD_SPLIT_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "gdn/v1/gdn.pb.h"
 
@@ -34,6 +36,11 @@ struct ForwardPart {
 // differ from T = sum of num_tokens) or when a single token does not fit.
 absl::StatusOr<std::vector<ForwardPart>> SplitForwardRequest(
     const v1::ForwardRequest& request, int64_t max_message_bytes);
+
+// `status` of part p of a Forward split in `parts` parts, the part named in
+// its message (unchanged when OK or not split). Every client path that
+// sends parts reports failures this way.
+absl::Status SplitPartStatus(const absl::Status& status, size_t p, size_t parts);
 
 // Concatenates the parts' o in order and takes, per original sequence, the
 // position reported by the last part that carried it.

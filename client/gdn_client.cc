@@ -257,11 +257,7 @@ absl::StatusOr<v1::ForwardResponse> GdnClient::Forward(
   responses.reserve(parts->size());
   for (size_t p = 0; p < parts->size(); ++p) {
     absl::StatusOr<v1::ForwardResponse> r = ForwardOnce((*parts)[p].request, *key);
-    if (!r.ok()) {
-      return absl::Status(r.status().code(),
-                          absl::StrCat("part ", p + 1, " of ", parts->size(),
-                                       " of a split Forward: ", r.status().message()));
-    }
+    if (!r.ok()) return SplitPartStatus(r.status(), p, parts->size());
     responses.push_back(*std::move(r));
   }
   return MergeForwardResponses(request, *parts, responses);

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/bench/cuda_ipc_transport.h"
-#include "client/forward_in_parts.h"
 #include "client/forward_parts_split.h"
+#include "client/forward_split.h"
 #include "client/parallel_forward_streams.h"
 #include "client/raw_forward.h"
 #include "client/retry.h"
