@@ -12,7 +12,8 @@
 #             -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_FLAGS=-lineinfo
 #           ninja -C build-lineinfo decode_bench   (bundled as lineinfo/decode_bench)
 #   device: OUT=... bash scripts/device/decode_profile_visit.sh
-# PROFILE_STATES (default "bf16 int8"). Writes $OUT/decode_profile.log and
+# PROFILE_STATES (default "bf16 int8"); PROFILE_ITEMS: the launch's work
+# items, for the instruction mix per item (default 16384). Writes $OUT/decode_profile.log and
 # $OUT/decode_profile.tgz (reports and CSVs).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -48,6 +49,10 @@ for state in ${PROFILE_STATES:-bf16 int8}; do
   "$NCU" -i "$rep.ncu-rep" --page source --csv --print-source sass > "$rep.sass.csv" 2> "$rep.sass.err"
   echo "source page: $(wc -l < "$rep.sass.csv") lines ($(head -c 300 "$rep.sass.err"))" | tee -a "$LOG"
   python3 scripts/device/ncu_hot_lines.py "$rep.sass.csv" 2>&1 | tee -a "$LOG"
+  # Instructions per work item (batch 256 x Hv 32 x V / 64-column tiles).
+  python3 scripts/device/ncu_instruction_mix.py "$rep.sass.csv" --per "${PROFILE_ITEMS:-16384}" \
+    2>&1 | tee -a "$LOG"
+  "$NCU" -i "$rep.ncu-rep" --page source --csv --print-source cuda,sass > "$rep.cuda_sass.csv" 2>&1
 done
 tar -czf "$OUT/decode_profile.tgz" -C /tmp decode_profile
 say "done"
