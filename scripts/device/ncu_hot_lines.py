@@ -16,18 +16,25 @@ def number(text):
         return 0.0
 
 
+def read_source_page(path):
+    """(column names, rows) of the page's SASS table; (None, []) without one."""
+    rows = list(csv.reader(open(path, errors="replace")))
+    head = next((i for i, r in enumerate(rows)
+                 if any("Address" in c or "Source" in c for c in r)), None)
+    if head is None:
+        return None, []
+    return rows[head], rows[head + 1:]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("page")
     ap.add_argument("--top", type=int, default=40)
     args = ap.parse_args()
-    rows = list(csv.reader(open(args.page, errors="replace")))
-    head = next((i for i, r in enumerate(rows)
-                 if any("Address" in c or "Source" in c for c in r)), None)
-    if head is None:
+    cols, rows = read_source_page(args.page)
+    if cols is None:
         print("no table in the source page")
         return
-    cols = rows[head]
 
     def col(*names):
         for n in names:
@@ -41,7 +48,7 @@ def main():
     print("columns:", " | ".join(cols[:40]))
     if samples is None:
         return
-    body = [r for r in rows[head + 1:] if len(r) > samples]
+    body = [r for r in rows if len(r) > samples]
     total = sum(number(r[samples]) for r in body) or 1.0
     stall_cols = [i for i, c in enumerate(cols)
                   if c.lower().startswith("stall_") or "stall" in c.lower() and i != samples]

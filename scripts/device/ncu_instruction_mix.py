@@ -10,15 +10,9 @@ items) the totals read as instructions per item.
 """
 import argparse
 import collections
-import csv
 import re
 
-
-def number(text):
-    try:
-        return float(text.replace(",", ""))
-    except ValueError:
-        return 0.0
+from ncu_hot_lines import number, read_source_page
 
 
 def main():
@@ -27,15 +21,13 @@ def main():
     ap.add_argument("--per", type=float, default=1.0, help="divide counts by this")
     ap.add_argument("--top", type=int, default=30)
     args = ap.parse_args()
-    rows = list(csv.reader(open(args.page, errors="replace")))
-    head = next((i for i, r in enumerate(rows) if "Address" in r and "Source" in r), None)
-    if head is None:
-        print("no table in the source page")
+    cols, rows = read_source_page(args.page)
+    if cols is None or "Instructions Executed" not in cols:
+        print("no table with instruction counts in the source page")
         return
-    cols = rows[head]
     addr, src = cols.index("Address"), cols.index("Source")
     execd = cols.index("Instructions Executed")
-    body = [r for r in rows[head + 1:] if len(r) > execd]
+    body = [r for r in rows if len(r) > execd]
     total = sum(number(r[execd]) for r in body)
     print("warp instructions executed: %.3f M (%.1f per unit)" % (total / 1e6, total / args.per))
 
