@@ -5,36 +5,26 @@
 // none. The exit status itself: tests/client/e2e/ops_e2e_test.cc.
 #include "server/gdn_server.h"
 
-#include <stdlib.h>
-
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "gtest/gtest.h"
 #include "prometheus/text_serializer.h"
 #include "tests/server/server_harness.h"
+#include "tests/server/temp_dir.h"
 
 namespace gdn {
 namespace {
 
-namespace fs = std::filesystem;
 using gdn::testing::ServerHarness;
 
 class GdnServerDrainTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/gdn_server_test_XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    base_ = pattern;
     config_ = gdn::testing::SmallServerConfig();
-    config_.snapshot_dir = base_ + "/snapshots";
+    config_.snapshot_dir = base_.path() + "/snapshots";
     config_.drain_timeout = absl::Seconds(2);
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(base_, ignored);
   }
 
   static double WriteFailures(const GdnServer& server) {
@@ -43,7 +33,7 @@ class GdnServerDrainTest : public ::testing::Test {
     return gdn::testing::MetricValue(body, "gdn_snapshot_write_failures_total", {});
   }
 
-  std::string base_;
+  gdn::testing::TempDir base_{"gdn_server_test"};
   ServerConfig config_;
 };
 
@@ -52,7 +42,7 @@ TEST_F(GdnServerDrainTest, ADrainThatCannotWriteReportsEverySessionLost) {
   for (const char* id : {"a", "b", "c"}) h.CreateSession(id);
   // The directory becomes a plain file: every write fails (ENOTDIR, for
   // root too).
-  ASSERT_EQ(std::rename(config_.snapshot_dir.c_str(), (base_ + "/moved").c_str()), 0);
+  ASSERT_EQ(std::rename(config_.snapshot_dir.c_str(), (base_.path() + "/moved").c_str()), 0);
   { std::ofstream(config_.snapshot_dir) << "not a directory"; }
   h.server().Shutdown();
   EXPECT_EQ(h.server().drain_report().written, 0);

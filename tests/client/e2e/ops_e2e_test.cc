@@ -8,18 +8,17 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/cleanup/cleanup.h"
 #include "client/grpc_status.h"
 #include "grpcpp/create_channel.h"
 #include "tests/client/e2e/e2e_fixture.h"
 #include "tests/client/e2e/grpc_probes.h"
 #include "tests/client/e2e/metrics_scrape.h"
+#include "tests/server/temp_dir.h"
 
 namespace gdn::e2e {
 namespace {
@@ -169,13 +168,8 @@ TEST_F(OpsE2eTest, SigtermDrainsAndExitsZero) {
 // the exit status says so (issue 21, defect 5: it logged the failure and
 // exited 0, which a supervisor reads as a clean hand-over).
 TEST_F(OpsE2eTest, ADrainThatLosesSessionsExitsNonZero) {
-  char pattern[] = "/tmp/gdn_ops_e2e_test_XXXXXX";
-  ASSERT_NE(mkdtemp(pattern), nullptr);
-  const std::string base = pattern;
-  const absl::Cleanup remove_base = [&base] {
-    std::error_code ignored;
-    std::filesystem::remove_all(base, ignored);
-  };
+  const gdn::testing::TempDir base_dir("gdn_ops_e2e_test");
+  const std::string& base = base_dir.path();
   const std::string dir = base + "/snapshots";
   ASSERT_NO_FATAL_FAILURE(StartServer({{"snapshot_dir", dir}}));
   for (int i = 0; i < 2; ++i) {

@@ -4,16 +4,13 @@
 // interleaved with ordinary calls; the refused positions and their
 // messages; CommitDraft, Describe, export / fork of an open draft, and a
 // drain that commits it.
-#include <stdlib.h>
-
-#include <filesystem>
 #include <string>
-#include <system_error>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/server/rpc/draft_forward_fixture.h"
+#include "tests/server/temp_dir.h"
 
 namespace gdn {
 namespace {
@@ -136,18 +133,11 @@ TEST_F(DraftForwardTest, CommitDraftWithoutACall) {
 class DraftDrainTest : public gdn::testing::DraftForwardFixture {
  protected:
   ServerConfig MakeConfig() override {
-    char pattern[] = "/tmp/draft_drain_test_XXXXXX";
-    EXPECT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
     ServerConfig config = gdn::testing::SmallServerConfig();
-    config.snapshot_dir = dir_;
+    config.snapshot_dir = dir_.path();
     return config;
   }
-  void TearDown() override {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
-  }
-  std::string dir_;
+  gdn::testing::TempDir dir_{"draft_drain_test"};
 };
 
 TEST_F(DraftDrainTest, ADrainCommitsEveryDraftInFull) {

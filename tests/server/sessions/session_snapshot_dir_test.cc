@@ -1,19 +1,14 @@
-// --snapshot_dir: the file name escaping, the atomic write and the drain
-// gate alone (the file codec: tests/proto/session_file_test.cc); then real
-// in-process servers sharing one directory: a drain writes every session,
-// another server restores it on first use and continues bit for bit,
-// draining refuses new calls, two servers race for one file, bad files are
-// kept as .rejected.
+// --snapshot_dir with real in-process servers sharing one directory: a drain
+// writes every session, another server restores it on first use and
+// continues bit for bit, draining refuses new calls, two servers race for
+// one file, bad files are kept as .rejected. (The file names and the atomic
+// write alone: session_snapshot_dir_names_test.cc; the drain gate:
+// drain_gate_test.cc; the file codec: tests/proto/session_file_test.cc.)
 #include "server/sessions/session_snapshot_dir.h"
-
-#include <stdlib.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,10 +17,10 @@
 #include "gtest/gtest.h"
 #include "kernels/testing/gdn_test_inputs.h"
 #include "proto/session_file.h"
-#include "server/sessions/drain_gate.h"
 #include "server/sessions/session_transfer.h"
 #include "tests/server/rpc/forward_request_builder.h"
 #include "tests/server/server_harness.h"
+#include "tests/server/temp_dir.h"
 #include "tests/server/test_random.h"
 
 namespace gdn {
@@ -36,163 +31,7 @@ using ::testing::HasSubstr;
 using gdn::testing::BuildForwardRequest;
 using gdn::testing::MakeRandomInputs;
 using gdn::testing::ServerHarness;
-
-// A fresh directory under /tmp, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/gdn_snapshot_dir_test_XXXXXX";
-    const char* made = mkdtemp(pattern);
-    EXPECT_NE(made, nullptr);
-    path_ = made != nullptr ? made : "/tmp";
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
-  // File names in the directory, sorted.
-  std::vector<std::string> Names() const {
-    std::vector<std::string> names;
-    for (const auto& entry : fs::directory_iterator(path_)) {
-      names.push_back(entry.path().filename().string());
-    }
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-  std::vector<std::string> NamesEndingIn(const std::string& suffix) const {
-    std::vector<std::string> out;
-    for (const std::string& n : Names()) {
-      if (n.size() >= suffix.size() &&
-          n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) {
-        out.push_back(n);
-      }
-    }
-    return out;
-  }
-
- private:
-  std::string path_;
-};
-
-// ---------------------------------------------------------------------------
-// Pure pieces.
-
-std::vector<std::string> OddIds() {
-  return {"a",
-          "alice",
-          "a/b",
-          "..",
-          ".",
-          "../../etc/passwd",
-          "%",
-          "%2E",
-          "a b",
-          "x.gdnsnap",
-          "-",
-          "_",
-          "~",
-          "CON",
-          "\xc3\xbc\xe6\x97\xa5\xe6\x9c\xac",  // "ü日本" in UTF-8
-          "\xf0\x9f\x98\x80",                  // an emoji
-          "\xff\xfe",
-          std::string(100, 'z')};
-}
-
-TEST(EscapeSessionIdTest, RoundTripsOddIdsIntoSafeNames) {
-  std::set<std::string> names;
-  for (const std::string& id : OddIds()) {
-    const std::string escaped = EscapeSessionId(id);
-    SCOPED_TRACE(escaped);
-    EXPECT_LE(escaped.size(), kMaxEscapedIdBytes);
-    for (char c : escaped) {
-      EXPECT_TRUE(std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
-                  c == '-' || c == '%' || c == '~')
-          << "byte " << static_cast<int>(c);
-    }
-    EXPECT_NE(escaped.front(), '.');
-    const std::optional<std::string> back = UnescapeSessionId(escaped);
-    ASSERT_TRUE(back.has_value());
-    EXPECT_EQ(*back, id);
-    names.insert(escaped);
-  }
-  EXPECT_EQ(names.size(), OddIds().size());  // no two ids share a name
-  EXPECT_EQ(EscapeSessionId(".."), "%2E%2E");
-  EXPECT_EQ(EscapeSessionId("a/b"), "a%2Fb");
-}
-
-TEST(EscapeSessionIdTest, LongIdsAreShortenedWithAHash) {
-  const std::vector<std::string> long_ids = {
-      std::string(256, 'a'), std::string(255, 'a') + "b",
-      std::string(256, '/'), std::string(255, '/') + "a",
-      [] {
-        std::string s;
-        while (s.size() < 250) s += "\xe6\x97\xa5";  // 3-byte UTF-8
-        return s;
-      }()};
-  std::set<std::string> names;
-  for (const std::string& id : long_ids) {
-    const std::string escaped = EscapeSessionId(id);
-    SCOPED_TRACE(escaped);
-    EXPECT_LE(escaped.size(), kMaxEscapedIdBytes);
-    EXPECT_NE(escaped.find('~'), std::string::npos);
-    EXPECT_FALSE(UnescapeSessionId(escaped).has_value());
-    EXPECT_EQ(EscapeSessionId(id), escaped);  // stable
-    names.insert(escaped);
-    // The whole file name, with the longest suffix, stays under NAME_MAX.
-    EXPECT_LT(escaped.size() + std::string(".gdnsnap.4194304-0123456789abcdef-"
-                                           "18446744073709551615.rejected")
-                                   .size(),
-              255u);
-  }
-  EXPECT_EQ(names.size(), long_ids.size());
-}
-
-TEST(EscapeSessionIdTest, UnescapeTakesOnlyCanonicalSpellings) {
-  EXPECT_FALSE(UnescapeSessionId("%41").has_value());  // "A" is kept as is
-  EXPECT_FALSE(UnescapeSessionId("%2e").has_value());  // lower-case hex
-  EXPECT_FALSE(UnescapeSessionId("a.b").has_value());
-  EXPECT_FALSE(UnescapeSessionId("%4").has_value());
-  EXPECT_FALSE(UnescapeSessionId("a%").has_value());
-  EXPECT_EQ(UnescapeSessionId("a%2Fb").value_or(""), "a/b");
-}
-
-TEST(WriteFileAtomicallyTest, WritesReplacesAndLeavesNoTemporaryFile) {
-  TempDir dir;
-  const std::string path = dir.path() + "/f.gdnsnap";
-  ASSERT_TRUE(WriteFileAtomically(path, "first").ok());
-  ASSERT_TRUE(WriteFileAtomically(path, std::string(1 << 20, 'x')).ok());
-  absl::StatusOr<std::string> back = wire::ReadFileBytes(path);
-  ASSERT_TRUE(back.ok());
-  EXPECT_EQ(*back, std::string(1 << 20, 'x'));
-  EXPECT_THAT(dir.Names(), ::testing::ElementsAre("f.gdnsnap"));
-  EXPECT_FALSE(WriteFileAtomically(dir.path() + "/no/such/dir/f", "x").ok());
-  EXPECT_THAT(dir.Names(), ::testing::ElementsAre("f.gdnsnap"));
-}
-
-TEST(DrainGateTest, RefusesOnceDrainingAndWaitsForThoseInside) {
-  DrainGate gate;
-  ASSERT_TRUE(gate.Enter().ok());
-  ASSERT_TRUE(gate.Enter().ok());
-  gate.Leave();
-  gate.BeginDrain();
-  EXPECT_TRUE(gate.draining());
-  const absl::Status refused = gate.Enter();
-  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(std::string(refused.message()), HasSubstr("draining"));
-  EXPECT_FALSE(gate.WaitIdle(absl::Now() + absl::Milliseconds(20)));
-  std::thread leaver([&] {
-    absl::SleepFor(absl::Milliseconds(50));
-    gate.Leave();
-  });
-  EXPECT_TRUE(gate.WaitIdle(absl::Now() + absl::Seconds(30)));
-  leaver.join();
-  EXPECT_EQ(gate.in_flight(), 0);
-}
-
-// ---------------------------------------------------------------------------
-// Servers sharing a directory.
+using gdn::testing::TempDir;
 
 class SnapshotDirServerTest : public ::testing::Test {
  protected:
@@ -274,7 +113,7 @@ class SnapshotDirServerTest : public ::testing::Test {
   }
 
   uint64_t seed_ = 0;
-  TempDir dir_;
+  TempDir dir_{"gdn_snapshot_dir_test"};
   std::unique_ptr<SessionSnapshotDir> dir_reader_;
 };
 

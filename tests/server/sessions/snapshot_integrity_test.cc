@@ -3,9 +3,6 @@
 // nothing (DATA_LOSS, the file kept as .rejected) instead of as a silently
 // wrong state, and a file of the first version (no checksums) still
 // restores.
-#include <stdlib.h>
-
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -16,27 +13,20 @@
 #include "server/sessions/session_snapshot_dir.h"
 #include "tests/server/rpc/forward_request_builder.h"
 #include "tests/server/server_harness.h"
+#include "tests/server/temp_dir.h"
 
 namespace gdn {
 namespace {
 
-namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using gdn::testing::ServerHarness;
 
 class SnapshotIntegrityTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/gdn_snapshot_integrity_test_XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
     config_ = gdn::testing::SmallServerConfig();
-    config_.snapshot_dir = dir_;
+    config_.snapshot_dir = dir_.path();
     config_.drain_timeout = absl::Seconds(2);
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(dir_, ignored);
   }
 
   // Drains a server holding `ids`, each with 4 tokens on layer 0.
@@ -56,7 +46,7 @@ class SnapshotIntegrityTest : public ::testing::Test {
   }
 
   std::string PathFor(const std::string& id) const {
-    return absl::StrCat(dir_, "/", EscapeSessionId(id), kSnapshotSuffix);
+    return absl::StrCat(dir_.path(), "/", EscapeSessionId(id), kSnapshotSuffix);
   }
 
   grpc::Status Describe(ServerHarness& h, const std::string& id,
@@ -67,18 +57,7 @@ class SnapshotIntegrityTest : public ::testing::Test {
     return h.stub().DescribeSession(&context, request, response);
   }
 
-  std::vector<std::string> NamesEndingIn(const std::string& suffix) const {
-    std::vector<std::string> out;
-    for (const auto& entry : fs::directory_iterator(dir_)) {
-      const std::string n = entry.path().filename().string();
-      if (n.size() >= suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) {
-        out.push_back(n);
-      }
-    }
-    return out;
-  }
-
-  std::string dir_;
+  gdn::testing::TempDir dir_{"gdn_snapshot_integrity_test"};
   ServerConfig config_;
 };
 
@@ -99,7 +78,7 @@ TEST_F(SnapshotIntegrityTest, AFlippedStateByteIsDataLossAndTheFileIsKept) {
   EXPECT_THAT(s.error_message(), HasSubstr("checksum"));
   EXPECT_THAT(s.error_message(), HasSubstr(".rejected"));
   EXPECT_EQ(Describe(b, "flipped", &described).error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_EQ(NamesEndingIn(".rejected").size(), 1u);
+  EXPECT_EQ(dir_.NamesEndingIn(".rejected").size(), 1u);
   ASSERT_TRUE(Describe(b, "intact", &described).ok());
   EXPECT_EQ(described.layers(0).position(), 4);
 }
@@ -128,7 +107,7 @@ TEST_F(SnapshotIntegrityTest, AVersionOneFileStillRestores) {
   const grpc::Status s = Describe(b, "old", &described);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(described.layers(0).position(), 4);
-  EXPECT_TRUE(NamesEndingIn(".gdnsnap").empty());
+  EXPECT_TRUE(dir_.NamesEndingIn(".gdnsnap").empty());
 }
 
 }  // namespace

@@ -5,11 +5,8 @@
 // session next to it is unaffected.
 #include "server/sessions/state_values.h"
 
-#include <stdlib.h>
-
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <string>
 #include <vector>
@@ -22,29 +19,19 @@
 #include "server/sessions/session_transfer.h"
 #include "tests/server/rpc/forward_request_builder.h"
 #include "tests/server/server_harness.h"
+#include "tests/server/temp_dir.h"
 
 namespace gdn {
 namespace {
 
-namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using gdn::testing::ServerHarness;
 
 class StateValuesTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/gdn_state_values_test_XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(dir_, ignored);
-  }
-
   ServerConfig Config() {
     ServerConfig c = gdn::testing::SmallServerConfig();
-    c.snapshot_dir = dir_;
+    c.snapshot_dir = dir_.path();
     c.drain_timeout = absl::Seconds(2);
     return c;
   }
@@ -83,7 +70,7 @@ class StateValuesTest : public ::testing::Test {
     return writer->Finish();
   }
 
-  std::string dir_;
+  gdn::testing::TempDir dir_{"gdn_state_values_test"};
 };
 
 // Writes fp32 `value` as element `element` of layer 0's state in `chunks`
@@ -144,7 +131,7 @@ TEST_F(StateValuesTest, SnapshotRestoreRejectsNonFiniteStatesAsDataLoss) {
   // A NaN written into the file's state, the file otherwise intact (its
   // chunks re-encoded, so only the value check can catch it).
   const std::string path =
-      absl::StrCat(dir_, "/", EscapeSessionId("nan-state"), kSnapshotSuffix);
+      absl::StrCat(dir_.path(), "/", EscapeSessionId("nan-state"), kSnapshotSuffix);
   absl::StatusOr<std::vector<gdn::v1::SessionChunk>> chunks = wire::ReadSessionFile(path);
   ASSERT_TRUE(chunks.ok()) << chunks.status();
   Poke(&*chunks, 70, std::nanf(""));  // head 0, k 1, v 6
