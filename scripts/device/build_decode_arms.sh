@@ -29,8 +29,13 @@ for arm in "$@"; do
   [ -n "$name" ] && [ "$name" != "$arm" ] || { echo "bad arm '$arm' (NAME=REV)" >&2; exit 2; }
   commit=$(git rev-parse --verify "$rev^{commit}")
   git -C "$WT" checkout -q --detach "$commit"
-  cmake -S "$WT" -B "$BUILD" -G Ninja -DGDN_WITH_CUDA=ON -DGDN_CUDA_ARCHITECTURES=90a >/dev/null
-  cmake --build "$BUILD" --target decode_bench -j2 >/dev/null
+  log=$DIR/build_$name.log
+  if ! { cmake -S "$WT" -B "$BUILD" -G Ninja -DGDN_WITH_CUDA=ON -DGDN_CUDA_ARCHITECTURES=90a &&
+         cmake --build "$BUILD" --target decode_bench -j2; } > "$log" 2>&1; then
+    tail -30 "$log" >&2
+    echo "$name ($rev): build failed, log in $log" >&2
+    exit 1
+  fi
   mkdir -p "$ROOT/.bundle/$name"
   cp "$BUILD/bench/decode/decode_bench" "$ROOT/.bundle/$name/"
   strip --strip-debug "$ROOT/.bundle/$name/decode_bench"
