@@ -141,6 +141,30 @@ inline void ExpectSameStats(const StateCacheStats& a, const StateCacheStats& b) 
   EXPECT_EQ(a.expired, b.expired);
 }
 
+// The cache under test on the fake backend and a fake clock, for the tests'
+// fixtures (beside ::testing::Test or ::testing::TestWithParam): Make(config)
+// (re)creates it. cache_ is declared last, so it goes before the backend it
+// holds pages of.
+class FakeCache {
+ protected:
+  void Make(StateCacheConfig config) {
+    config.clock = clock_.AsFunction();
+    cache_.reset();
+    auto cache = StateCache::Create(config, &backend_);
+    ASSERT_TRUE(cache.ok()) << cache.status();
+    cache_ = *std::move(cache);
+  }
+
+  void ExpectConsistent() const {
+    absl::Status status = CheckInvariants(*cache_);
+    EXPECT_TRUE(status.ok()) << status;
+  }
+
+  FakeBackend backend_;
+  FakeClock clock_;
+  std::unique_ptr<StateCache> cache_;
+};
+
 }  // namespace testing_cache
 }  // namespace gdn
 

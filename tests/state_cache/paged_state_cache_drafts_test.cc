@@ -18,22 +18,9 @@ namespace {
 using namespace testing_cache;  // NOLINT: test helpers
 using ::testing::HasSubstr;
 
-class DraftTest : public ::testing::Test {
+class DraftTest : public ::testing::Test, public FakeCache {
  protected:
   void SetUp() override { Make(SmallConfig(2, 16, 8)); }
-
-  void Make(StateCacheConfig config) {
-    config.clock = clock_.AsFunction();
-    cache_.reset();
-    auto cache = StateCache::Create(config, &backend_);
-    ASSERT_TRUE(cache.ok()) << cache.status();
-    cache_ = *std::move(cache);
-  }
-
-  void ExpectConsistent() {
-    absl::Status status = CheckInvariants(*cache_);
-    EXPECT_TRUE(status.ok()) << status;
-  }
 
   // A committed draft of `tokens` on (s, layer): the stand-in kernel writes
   // a random page per token; returns them (the state after token j + 1 at j).
@@ -52,10 +39,7 @@ class DraftTest : public ::testing::Test {
     return states;
   }
 
-  FakeBackend backend_;
-  FakeClock clock_;
   std::mt19937_64 rng_{20261202};
-  std::unique_ptr<StateCache> cache_;
 };
 
 TEST_F(DraftTest, LeaseHasDistinctPagesPerToken) {

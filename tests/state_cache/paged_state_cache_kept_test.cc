@@ -21,23 +21,11 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using Key = std::tuple<std::string, int32_t, int64_t>;
 
-class KeptTest : public ::testing::Test {
+class KeptTest : public ::testing::Test, public FakeCache {
  protected:
   void SetUp() override { Make(SmallConfig(2, 16, 0)); }
 
-  void Make(StateCacheConfig config) {
-    config.clock = clock_.AsFunction();
-    cache_.reset();
-    auto cache = StateCache::Create(config, &backend_);
-    ASSERT_TRUE(cache.ok()) << cache.status();
-    cache_ = *std::move(cache);
-  }
   PagedStateCache& paged() { return dynamic_cast<PagedStateCache&>(*cache_); }
-
-  void ExpectConsistent() {
-    absl::Status status = CheckInvariants(*cache_);
-    EXPECT_TRUE(status.ok()) << status;
-  }
 
   // A write of `tokens` keeping `keep`; the stand-in kernel writes a random
   // page per kept position and the final state. Returns {kept..., final}.
@@ -58,10 +46,7 @@ class KeptTest : public ::testing::Test {
     return pages;
   }
 
-  FakeBackend backend_;
-  FakeClock clock_;
   std::mt19937_64 rng_{20261203};
-  std::unique_ptr<StateCache> cache_;
 };
 
 TEST_F(KeptTest, ForkAtEveryKeptPosition) {

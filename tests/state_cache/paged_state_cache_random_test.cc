@@ -47,17 +47,12 @@ struct RandomCase {
 
 void PrintTo(const RandomCase& c, std::ostream* os) { *os << c.name; }
 
-class RandomOpsTest : public ::testing::TestWithParam<RandomCase> {
+class RandomOpsTest : public ::testing::TestWithParam<RandomCase>, public FakeCache {
  protected:
   void SetUp() override {
     const RandomCase& c = GetParam();
     rng_.seed(c.seed);
-    StateCacheConfig config =
-        SmallConfig(c.num_layers, c.device_pages, c.host_pages, c.evict);
-    config.clock = clock_.AsFunction();
-    auto cache = StateCache::Create(config, &backend_);
-    ASSERT_TRUE(cache.ok()) << cache.status();
-    cache_ = *std::move(cache);
+    Make(SmallConfig(c.num_layers, c.device_pages, c.host_pages, c.evict));
   }
 
   int num_layers() const { return GetParam().num_layers; }
@@ -331,10 +326,7 @@ class RandomOpsTest : public ::testing::TestWithParam<RandomCase> {
     }
   }
 
-  FakeBackend backend_;
-  FakeClock clock_;
   std::mt19937_64 rng_;
-  std::unique_ptr<StateCache> cache_;
   std::map<std::string, ModelSession> model_;
   std::map<int64_t, std::vector<uint8_t>> contents_;  // version -> bytes
   int64_t next_version_ = 1;

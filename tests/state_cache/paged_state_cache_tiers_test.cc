@@ -19,17 +19,11 @@ using namespace testing_cache;  // NOLINT: test helpers
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-class TiersTest : public ::testing::Test {
+class TiersTest : public ::testing::Test, public FakeCache {
  protected:
   void Make(int num_layers, int device_pages, int host_pages,
             bool evict = false) {
-    StateCacheConfig config =
-        SmallConfig(num_layers, device_pages, host_pages, evict);
-    config.clock = clock_.AsFunction();
-    cache_.reset();
-    auto cache = StateCache::Create(config, &backend_);
-    ASSERT_TRUE(cache.ok()) << cache.status();
-    cache_ = *std::move(cache);
+    FakeCache::Make(SmallConfig(num_layers, device_pages, host_pages, evict));
   }
 
   // Creates `id` (if new) and writes random bytes to `layer`, remembering
@@ -64,14 +58,10 @@ class TiersTest : public ::testing::Test {
       EXPECT_EQ(ExportBytes(*cache_, key.first, key.second), state.second)
           << key.first << " layer " << key.second;
     }
-    absl::Status status = CheckInvariants(*cache_);
-    EXPECT_TRUE(status.ok()) << status;
+    ExpectConsistent();
   }
 
-  FakeBackend backend_;
-  FakeClock clock_;
   std::mt19937_64 rng_{424242};
-  std::unique_ptr<StateCache> cache_;
   std::map<std::pair<std::string, int32_t>,
            std::pair<int64_t, std::vector<uint8_t>>>
       expected_;
