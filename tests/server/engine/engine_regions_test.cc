@@ -17,12 +17,7 @@
 namespace gdn {
 namespace {
 
-using testing_engine::kHv;
-using testing_engine::kV;
-using testing_engine::Op;
-using testing_engine::Outcome;
-using testing_engine::RecordingBackend;
-using testing_engine::SmallConfig;
+using namespace testing_engine;  // NOLINT: test helpers
 
 class EngineTest : public testing_engine::EngineFixture {};
 
