@@ -32,17 +32,15 @@ absl::Status ForwardInParts(ParallelForwardStreams& streams, wire::ForwardReques
   const size_t n = parts->size();
   std::vector<grpc::ByteBuffer> messages(n);
   std::vector<uint64_t> ids(n);
-  std::vector<int> connection_of(n);
   for (size_t p = 0; p < n; ++p) {
     // Ids 1..n: every stream has nothing in flight between calls.
     ids[p] = p + 1;
     (*parts)[p].request.request_id = ids[p];
     grpc::ByteBuffer encoded = wire::EncodeForwardRequest((*parts)[p].request);
     messages[p].Swap(&encoded);
-    connection_of[p] = static_cast<int>(p % streams.connections());
   }
-  const std::vector<absl::StatusOr<RawForwardResponse>> results =
-      streams.Forward(messages, ids, connection_of, PartPredecessors(*parts));
+  const std::vector<absl::StatusOr<RawForwardResponse>> results = streams.Forward(
+      messages, ids, ConnectionsInTurn(n, streams.connections()), PartPredecessors(*parts));
   const size_t failed = FirstOwnFailure(results);
   if (failed < n) return SplitPartStatus(results[failed].status(), failed, n);
   positions->assign(sequences, 0);

@@ -23,6 +23,13 @@ std::vector<int> PartPredecessors(const std::vector<ForwardPartRefs>& parts) {
   return out;
 }
 
+std::vector<int> ConnectionsInTurn(size_t parts, int connections) {
+  connections = std::max(1, connections);
+  std::vector<int> out(parts);
+  for (size_t p = 0; p < parts; ++p) out[p] = static_cast<int>(p % connections);
+  return out;
+}
+
 size_t FirstOwnFailure(const std::vector<absl::StatusOr<RawForwardResponse>>& results) {
   size_t first = results.size();
   for (size_t p = 0; p < results.size(); ++p) {

@@ -62,6 +62,10 @@ namespace gdn::client {
 // part p - 1's last, one sequence cut by the split), else -1.
 std::vector<int> PartPredecessors(const std::vector<ForwardPartRefs>& parts);
 
+// Each of `parts` parts' connection, the connections in turn (part p on
+// p mod connections; connections < 1 counts as 1).
+std::vector<int> ConnectionsInTurn(size_t parts, int connections);
+
 // The failure to report of a Forward's results: the first part, in part
 // order, that failed of itself (not Aborted behind a failed piece, not
 // Cancelled with a stream that held one), else the first that failed;

@@ -156,9 +156,7 @@ bool SessionRunner::Forward(Lane& lane, const std::vector<SequenceSlot>& seqs, i
   std::vector<int> connection_of;  // stream: each part's connection, in turn
   std::vector<int> predecessor;    // stream: the part each continues, or -1
   if (parts.ok() && config_.stream) {
-    for (size_t p = 0; p < parts->size(); ++p) {
-      connection_of.push_back(static_cast<int>(p % config_.connections));
-    }
+    connection_of = ConnectionsInTurn(parts->size(), config_.connections);
     predecessor = PartPredecessors(*parts);
   }
   if (parts.ok()) {

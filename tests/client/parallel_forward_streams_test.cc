@@ -5,7 +5,7 @@
 // holding the pieces after a failed one cancelled (no hang) and those pieces
 // Aborted, bad spans refused before anything is sent, streams opened again
 // after Finish, after a cancellation and after a draining server's
-// UNAVAILABLE; PartPredecessors and FirstOwnFailure.
+// UNAVAILABLE; ConnectionsInTurn, PartPredecessors and FirstOwnFailure.
 #include "client/parallel_forward_streams.h"
 
 #include <memory>
@@ -23,6 +23,12 @@ ForwardPartRefs PartOf(std::vector<int> original_sequences) {
   ForwardPartRefs p;
   p.original_sequence = std::move(original_sequences);
   return p;
+}
+
+TEST(ConnectionsInTurnTest, PartsTakeTheConnectionsInTurn) {
+  EXPECT_EQ(ConnectionsInTurn(5, 2), (std::vector<int>{0, 1, 0, 1, 0}));
+  EXPECT_EQ(ConnectionsInTurn(3, 0), (std::vector<int>{0, 0, 0}));
+  EXPECT_TRUE(ConnectionsInTurn(0, 4).empty());
 }
 
 TEST(PartPredecessorsTest, APartContinuingACutSequenceNamesThePartBefore) {

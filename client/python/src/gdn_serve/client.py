@@ -347,10 +347,11 @@ class Client(ClientCore):
 
     def _forward_parts(self, prepared, call, deadline, metadata):
         """A split Forward. Over several connections (connections > 1) when its
-        parts hold more than one chain (split.part_chains); else the parts go one after another (each is sent when the
-        previous one's response arrived, so the server applies them in order);
-        the next part's request is written, and the previous part's o merged,
-        while a part is in flight."""
+        parts hold more than one chain (split.part_chains); else the parts go
+        one after another (each is sent when the previous one's response
+        arrived, so the server applies them in order); the next part's request
+        is written, and the previous part's o merged, while a part is in
+        flight."""
         parts = prepared.parts
         if len(self._forward_calls) > 1:
             chains = part_chains(parts)
