@@ -3,7 +3,8 @@
 # (git-ignored; carry ".bundle"): libgdn_capi.so (the C ABI: gdn_prefill routed
 # as the server routes, gdn_prefill_variant, gdn_chunked_prefill_tuned), the GPU
 # gtests that cover prefill when built, every shared library they need that the
-# device lacks (scripts/device/copy_runtime_libs.sh), compare_fla.py and the
+# device lacks (scripts/device/copy_runtime_libs.sh), compare_fla.py with its
+# modules (prefill_problem.py, prefill_checks.py) and the
 # ctypes mirror gdn_capi.py.
 #   bench/prefill/bundle.sh [build-dir]   (default build-prefill)
 # Build first:
@@ -28,7 +29,7 @@ for f in "${files[@]}"; do
   esac
 done
 bash "$root/scripts/device/copy_runtime_libs.sh" "$dest/lib" "${files[@]}"
-cp "$root/bench/prefill/compare_fla.py" "$dest/"
+cp "$root"/bench/prefill/{compare_fla,prefill_problem,prefill_checks}.py "$dest/"
 cp "$root/kernels/capi/gdn_capi.py" "$dest/"
 du -sh "$dest"
 ls "$dest/lib" | wc -l
