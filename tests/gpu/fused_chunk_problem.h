@@ -25,6 +25,7 @@
 #include "kernels/gdn_params.h"
 #include "kernels/gdn_types.h"
 #include "kernels/oracle/gdn_oracle.h"
+#include "tests/gpu/input_bits.h"
 
 namespace gdn::cuda::chunked::fused_chunk_test {
 
@@ -55,24 +56,8 @@ inline bool HaveDevice() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
-inline uint16_t ToBits(double x, DType dt) {
-  if (dt == DType::kBF16) {
-    const __nv_bfloat16 h = __float2bfloat16_rn(static_cast<float>(x));
-    return *reinterpret_cast<const uint16_t*>(&h);
-  }
-  const __half h = __float2half_rn(static_cast<float>(x));
-  return *reinterpret_cast<const uint16_t*>(&h);
-}
-inline float FromBits(uint16_t b, DType dt) {
-  if (dt == DType::kBF16) {
-    __nv_bfloat16 h;
-    *reinterpret_cast<uint16_t*>(&h) = b;
-    return __bfloat162float(h);
-  }
-  __half h;
-  *reinterpret_cast<uint16_t*>(&h) = b;
-  return __half2float(h);
-}
+using gpu_test::FromBits;
+using gpu_test::ToBits;
 
 // A device buffer freed at scope exit.
 struct Buf {

@@ -25,6 +25,7 @@
 #include "kernels/cuda/chunked/tprep.h"
 #include "kernels/cuda/chunked/tprep_args.h"
 #include "kernels/gdn_types.h"
+#include "tests/gpu/input_bits.h"
 
 namespace gdn::cuda::chunked {
 namespace {
@@ -55,25 +56,8 @@ bool HaveDevice() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
-// Host rounding to / from the 16-bit input type (bit patterns in uint16_t).
-uint16_t ToBits(double x, DType dt) {
-  if (dt == DType::kBF16) {
-    const __nv_bfloat16 h = __float2bfloat16_rn(static_cast<float>(x));
-    return *reinterpret_cast<const uint16_t*>(&h);
-  }
-  const __half h = __float2half_rn(static_cast<float>(x));
-  return *reinterpret_cast<const uint16_t*>(&h);
-}
-double FromBits(uint16_t b, DType dt) {
-  if (dt == DType::kBF16) {
-    __nv_bfloat16 h;
-    *reinterpret_cast<uint16_t*>(&h) = b;
-    return __bfloat162float(h);
-  }
-  __half h;
-  *reinterpret_cast<uint16_t*>(&h) = b;
-  return __half2float(h);
-}
+using gpu_test::FromBits;  // host rounding to / from the 16-bit input type
+using gpu_test::ToBits;
 
 #define CUDA_OK(x) ASSERT_EQ((x), cudaSuccess) << #x << ": " << cudaGetErrorString(x)
 
@@ -267,7 +251,9 @@ TEST_P(TPrepTest, MatchesFloat64) {
   int64_t pad_nonzero = 0;
   int64_t sign_errors = 0;  // rq / rk sign or tile flag unlike the rows' overflow
   int64_t huge_tiles = 0;
-  auto op_at = [&](const uint16_t* base, size_t idx) { return FromBits(base[idx], dt); };
+  auto op_at = [&](const uint16_t* base, size_t idx) {
+    return static_cast<double>(FromBits(base[idx], dt));  // sums of parts in double
+  };
   for (int s = 0; s < N; ++s) {
     ASSERT_EQ(table[s], [&] {
       int c0 = 0;
