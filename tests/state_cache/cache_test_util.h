@@ -165,6 +165,15 @@ class FakeCache {
   std::unique_ptr<StateCache> cache_;
 };
 
+// The small cache most tests start from (3 layers, 8 device and 4 host
+// pages) and a fixed-seed generator for their page contents.
+class SmallCacheTest : public ::testing::Test, public FakeCache {
+ protected:
+  void SetUp() override { Make(SmallConfig(3, 8, 4)); }
+
+  std::mt19937_64 rng_{20261129};
+};
+
 }  // namespace testing_cache
 }  // namespace gdn
 

@@ -16,12 +16,7 @@ namespace {
 
 using namespace testing_cache;  // NOLINT: test helpers
 
-class ForkTest : public ::testing::Test, public FakeCache {
- protected:
-  void SetUp() override { Make(SmallConfig(3, 8, 4)); }
-
-  std::mt19937_64 rng_{20261129};
-};
+class ForkTest : public SmallCacheTest {};
 
 TEST_F(ForkTest, ForkSharesEveryPageWithoutCopying) {
   ASSERT_TRUE(cache_->CreateSession("parent").ok());

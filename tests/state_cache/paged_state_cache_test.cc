@@ -18,12 +18,7 @@ using namespace testing_cache;  // NOLINT: test helpers
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
-class PagedStateCacheTest : public ::testing::Test, public FakeCache {
- protected:
-  void SetUp() override { Make(SmallConfig(3, 8, 4)); }
-
-  std::mt19937_64 rng_{20261129};
-};
+class PagedStateCacheTest : public SmallCacheTest {};
 
 TEST_F(PagedStateCacheTest, SessionLifecycle) {
   EXPECT_TRUE(cache_->CreateSession("b").ok());
