@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The chunked prefill's generation router on FlashQLA's H200 rows: per row the
 routed call (gdn_chunked_prefill_tuned state_variant -1, what gdn_prefill and
-the server run), v7 forced (7), v8 forced (8; refused rows say why), and
+the server run), v7 forced (7), v8 forced (8; refused rows say why), on
+one-sequence rows v8's span path (9 planned, 900 + P with --span-counts), and
 flash-linear-attention's chunk_gated_delta_rule when it imports; then each
 generation's errors against the float64 reference (compare_fla.reference) on
 rows whose longest sequence is at most --ref-len tokens (the reference steps
@@ -31,14 +32,24 @@ ROUTE_ROWS = [(16, 32, 4, 8192), (16, 32, 8, 1024), (16, 64, 8, 4096), (16, 32, 
               (16, 32, 2, 2048), (16, 32, 1, 2048)]
 
 
-def route_row(ours, fla_fn, hqk, hv, N, L, ref_len, deadline):
+def arms(N, span_counts):
+    """(name, state_variant) per arm: the router, v7, v8; on one sequence also
+    v8's span path, planned and at each of span_counts spans."""
+    out = [("routed", cf.gdn_capi.CHUNKED_ROUTED), ("v7", cf.gdn_capi.CHUNKED_V7),
+           ("v8", cf.gdn_capi.CHUNKED_V8)]
+    if N == 1:
+        out.append(("spans", cf.gdn_capi.CHUNKED_V8_SPANS))
+        out += [(f"spans{c}", cf.gdn_capi.CHUNKED_V8_SPANS_OF + c) for c in span_counts]
+    return out
+
+
+def route_row(ours, fla_fn, hqk, hv, N, L, ref_len, deadline, span_counts=()):
     p = cf.Problem(hqk, hv, 128, 128, [L] * N, seed=7)
     row = {"Hqk": hqk, "Hv": hv, "N": N, "L": L, "units": N * hv,
            "published": cf.PUBLISHED.get((hqk, hv, N, L))}
     call = ours.prepare(p, pages_out=[N + i for i in range(N)])
     outs = {}
-    for name, state in (("routed", cf.gdn_capi.CHUNKED_ROUTED), ("v7", cf.gdn_capi.CHUNKED_V7),
-                        ("v8", cf.gdn_capi.CHUNKED_V8)):
+    for name, state in arms(N, span_counts):
         try:
             ours.call(call, state=state)  # first call: grows the workspace
             torch.cuda.synchronize()
@@ -76,11 +87,14 @@ def fmt(row):
         v = row.get(key)
         return f"{v:.3f}" if v is not None else "-"
 
+    names = [k[:-3] for k in row if k.endswith("_ms") and k != "fla_ms"]
     errs = " ".join(f"{g} o/S {row[g + '_o']['max_rel']:.1e}/{row[g + '_state']['max_rel']:.1e}"
-                    for g in ("routed", "v7", "v8") if g + "_o" in row)
-    refused = f" (v8 refused: {row['v8_error'][:80]})" if "v8_error" in row else ""
+                    for g in names if g + "_o" in row)
+    refused = "".join(f" ({g} refused: {row[g + '_error'][:80]})" for g in ("v8", "spans")
+                      if g + "_error" in row)
+    spans = "".join(f" {g} {t(g + '_ms')}" for g in names if g.startswith("spans"))
     return (f"ROUTE {row['Hqk']}/{row['Hv']} {row['N']}x{row['L']} units {row['units']} "
-            f"routed {t('routed_ms')} v7 {t('v7_ms')} v8 {t('v8_ms')} fla {t('fla_ms')} "
+            f"routed {t('routed_ms')} v7 {t('v7_ms')} v8 {t('v8_ms')}{spans} fla {t('fla_ms')} "
             f"published FLA/FlashInfer/FlashQLA {row['published']} pick {row.get('pick', '-')}"
             f"{refused} | {errs}")
 
@@ -94,6 +108,9 @@ def main():
     ap.add_argument("--ref-len", type=int, default=8192,
                     help="float64 reference on rows whose sequences are at most this long")
     ap.add_argument("--no-fla", action="store_true")
+    ap.add_argument("--span-counts", default="3,5,9",
+                    help="v8 span-path arms at these span counts (one-sequence rows), besides "
+                         "the planned one; empty: none")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     print(torch.cuda.get_device_name(0), torch.__version__, flush=True)
@@ -114,7 +131,8 @@ def main():
             print(f"ROUTE {hqk}/{hv} {N}x{L} skipped (budget)", flush=True)
             continue
         try:
-            row = route_row(ours, fla_fn, hqk, hv, N, L, args.ref_len, deadline)
+            span_counts = [int(x) for x in args.span_counts.split(",") if x]
+            row = route_row(ours, fla_fn, hqk, hv, N, L, args.ref_len, deadline, span_counts)
         except Exception as e:  # noqa: BLE001 (one failing row does not hide the rest)
             row = {"Hqk": hqk, "Hv": hv, "N": N, "L": L, "error": str(e)[:300]}
             print(f"ROUTE {hqk}/{hv} {N}x{L} failed: {e}", flush=True)

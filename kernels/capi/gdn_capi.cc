@@ -104,14 +104,25 @@ Launchers& GetLaunchers() {
 
 // gdn_chunked_prefill_tuned's prep_variant code of the one kernel 1.
 constexpr int kPrepCode = 4;
+// state_variant kSpansCode + P: the v8 span path with P spans.
+constexpr int kSpansCode = 900;
 
-// gdn_chunked_prefill_tuned's state_variant code to the generation and v7
-// form: 0 auto (the router: v8 where it runs the call, ChunkedPrefill::
-// ResolveGeneration), 4 / 5 v7's split / fused form, 7 v7 (form auto), 8
-// v8 (refused where it cannot run the call); false for any other code.
-bool ToStatePass(int code, cuda::ChunkedGeneration* generation, cuda::ChunkedStatePass* form) {
+// gdn_chunked_prefill_tuned's state_variant code to the generation, v7
+// form and span count: 0 auto (the router: v8 where it runs the call,
+// ChunkedPrefill::ResolveGeneration), 4 / 5 v7's split / fused form, 7 v7
+// (form auto), 8 v8 (refused where it cannot run the call), 9 v8's span
+// path with its planned span count, 900 + P (P in 2 .. 64) that path with P
+// spans; false for any other code.
+bool ToStatePass(int code, cuda::ChunkedGeneration* generation, cuda::ChunkedStatePass* form,
+                 int* spans) {
   *generation = cuda::ChunkedGeneration::kAuto;
   *form = cuda::ChunkedStatePass::kAuto;
+  *spans = 0;
+  if (code >= kSpansCode + 2 && code <= kSpansCode + 64) {
+    *generation = cuda::ChunkedGeneration::kV8Spans;
+    *spans = code - kSpansCode;
+    return true;
+  }
   switch (code) {
     case static_cast<int>(cuda::ChunkedStatePass::kAuto):
       return true;
@@ -122,6 +133,7 @@ bool ToStatePass(int code, cuda::ChunkedGeneration* generation, cuda::ChunkedSta
       return true;
     case static_cast<int>(cuda::ChunkedGeneration::kV7):
     case static_cast<int>(cuda::ChunkedGeneration::kV8):
+    case static_cast<int>(cuda::ChunkedGeneration::kV8Spans):
       *generation = static_cast<cuda::ChunkedGeneration>(code);
       return true;
   }
@@ -162,8 +174,9 @@ absl::Status RunPrefill(const gdn_capi_config* config, const gdn_capi_args* args
   }
   cuda::ChunkedGeneration generation = cuda::ChunkedGeneration::kAuto;
   cuda::ChunkedStatePass state_pass = cuda::ChunkedStatePass::kAuto;
+  int spans = 0;
   if (knobs.state_variant != -1 &&
-      !ToStatePass(knobs.state_variant, &generation, &state_pass)) {
+      !ToStatePass(knobs.state_variant, &generation, &state_pass, &spans)) {
     return absl::InvalidArgumentError(absl::StrCat("state_variant ", knobs.state_variant));
   }
   Launchers& launchers = GetLaunchers();
@@ -172,6 +185,7 @@ absl::Status RunPrefill(const gdn_capi_config* config, const gdn_capi_args* args
   if (launcher == nullptr) launcher = std::make_unique<cuda::ChunkedPrefill>();
   launcher->set_state_pass(state_pass);
   launcher->set_generation(generation);
+  launcher->set_v8_spans(spans);
   if (knobs.v_tile == 0 && knobs.stages == 3) {  // the routed operator itself
     return cuda::LaunchPrefill(options, params, cuda_stream, *launcher,
                                cuda::PrefillKernel::kChunked);

@@ -108,7 +108,10 @@ GDN_CAPI_EXPORT int gdn_prefill_variant(const gdn_capi_config* config,
  *                 2's split form (its state pass is kernel 2 then kernel 3), 5
  *                 v7's fused form, 7 v7 (form auto), 8 v8 (an error where v8
  *                 cannot run the call: not K = V = 128, int8 / fp8 pages,
- *                 checkpoints, a non-sm_90 device, or v_tile != 0)
+ *                 checkpoints, a non-sm_90 device, or v_tile != 0), 9 v8's
+ *                 span path (one sequence cut into spans walked in parallel,
+ *                 kernels/cuda/chunked/span_plan.h; an error for more than one
+ *                 sequence), 902 .. 964 that path with (code - 900) spans
  *                 (ChunkedGeneration in kernels/cuda/chunked_prefill.h). */
 GDN_CAPI_EXPORT int gdn_chunked_prefill_tuned(const gdn_capi_config* config,
                                               const gdn_capi_args* args, void* stream,

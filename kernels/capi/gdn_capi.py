@@ -33,8 +33,10 @@ class Args(ctypes.Structure):
 PREFILL_AUTO, PREFILL_RECURRENT, PREFILL_CHUNKED = 0, 1, 2
 # gdn_chunked_prefill_tuned's state_variant codes of the chunked prefill's
 # generation (ChunkedGeneration, kernels/cuda/chunked_prefill.h): 0 / -1 the
-# router, 7 v7 forced, 8 v8 forced (4 / 5: v7's kernel-2 forms).
-CHUNKED_ROUTED, CHUNKED_V7, CHUNKED_V8 = -1, 7, 8
+# router, 7 v7 forced, 8 v8 forced (4 / 5: v7's kernel-2 forms), 9 v8's span
+# path (one sequence; spans planned), CHUNKED_V8_SPANS_OF + P: P spans.
+CHUNKED_ROUTED, CHUNKED_V7, CHUNKED_V8, CHUNKED_V8_SPANS = -1, 7, 8, 9
+CHUNKED_V8_SPANS_OF = 900
 
 
 def load(path):

@@ -117,6 +117,9 @@ ChunkedPrefill::~ChunkedPrefill() {
   // the owner destroyed the stream before this destructor runs.
   if (workspace_ != nullptr) (void)cudaFree(workspace_);
   if (progress_ != nullptr) (void)cudaFree(progress_);
+  if (side_stream_ != nullptr) (void)cudaStreamDestroy(side_stream_);
+  if (fork_ != nullptr) (void)cudaEventDestroy(fork_);
+  if (join_ != nullptr) (void)cudaEventDestroy(join_);
 }
 
 absl::Status ChunkedPrefill::Supports(const GdnOptions& options) {
@@ -188,9 +191,16 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
   }
   absl::StatusOr<ChunkedGeneration> generation = ResolveGeneration(options, params, v_tile);
   if (!generation.ok()) return generation.status();
+  if (*generation == ChunkedGeneration::kV8Spans) {
+    if (stages != 3) {
+      return absl::InvalidArgumentError("chunked prefill: the v8 span path runs whole calls only");
+    }
+    return RunV8Spans(options, params, stream);
+  }
   if (*generation == ChunkedGeneration::kV8) {
     if (absl::Status s = RunV8(options, params, stream, stages); !s.ok()) return s;
     last_generation_ = ChunkedGeneration::kV8;
+    last_spans_ = 1;
     return absl::OkStatus();
   }
   // v7. The V tile, then kernel 2's form for it.

@@ -60,7 +60,10 @@ enum class ChunkedStatePass : int { kAuto = 0, kSplit = 4, kFused = 5 };
 // 128, fp32 or bf16 pages, no checkpoints). kAuto (the default) picks v8
 // where ChunkedPrefill::ResolveGeneration says so, else v7. The values are
 // the C ABI's codes (gdn_chunked_prefill_tuned's state_variant 7 and 8).
-enum class ChunkedGeneration : int { kAuto = 0, kV7 = 7, kV8 = 8 };
+// kV8Spans: v8 with one sequence cut into spans walked in parallel
+// (chunked/span_plan.h; HOPPER_DESIGN.md §4.7), forced only until measured:
+// kAuto never picks it yet.
+enum class ChunkedGeneration : int { kAuto = 0, kV7 = 7, kV8 = 8, kV8Spans = 9 };
 
 class ChunkedPrefill {
  public:
@@ -97,6 +100,9 @@ class ChunkedPrefill {
   // -1 (the default) is DefaultV8MinUnits(SM count); tests and benchmarks
   // set it to compare.
   void set_v8_min_units(int units) { v8_min_units_ = units; }
+  // kV8Spans' span count: 0 (the default) plans it (chunked::PlanSpans),
+  // > 0 forces that many (tests, benchmarks).
+  void set_v8_spans(int spans) { v8_spans_ = spans; }
   // SM count / 6: 22 on the H200. v8 gives each (sequence, value head) one
   // CTA that walks all its chunks; v7's state pass splits V into 16 / 32 / 64
   // column tiles (up to 8 blocks per unit), so with very few units v7 keeps
@@ -117,8 +123,10 @@ class ChunkedPrefill {
   absl::StatusOr<ChunkedGeneration> ResolveGeneration(const GdnOptions& options,
                                                       const GdnParams& params,
                                                       int v_tile = 0) const;
-  // The generation the last successful Run ran (kAuto before any).
+  // The generation the last successful Run ran (kAuto before any), and the
+  // spans it cut the sequence into (1 unless kV8Spans).
   ChunkedGeneration last_generation() const { return last_generation_; }
+  int last_spans() const { return last_spans_; }
 
   // Kernel 1 is ChunkPrepBlockedKernel (chunk_prep_blocked.cuh: T by blocks
   // on all warps, its merges on tensor cores, ldmatrix operands from the raw
@@ -150,6 +158,10 @@ class ChunkedPrefill {
   // The v8 call (chunked_prefill_v8.cc); options / params already validated.
   absl::Status RunV8(const GdnOptions& options, const GdnParams& params, cudaStream_t stream,
                      int stages);
+  // The v8 span call (chunked_prefill_spans.cc): one sequence, at least two
+  // spans planned; else RunV8. Sets last_generation_.
+  absl::Status RunV8Spans(const GdnOptions& options, const GdnParams& params,
+                          cudaStream_t stream);
   // v8's device condition for the current device: compute capability 9.0
   // (fused_chunk.cu is compiled for sm_90a alone), cached per device.
   bool DeviceRunsV8() const;
@@ -166,7 +178,14 @@ class ChunkedPrefill {
   ChunkedStatePass state_pass_ = ChunkedStatePass::kAuto;
   ChunkedGeneration generation_ = ChunkedGeneration::kAuto;
   ChunkedGeneration last_generation_ = ChunkedGeneration::kAuto;
+  int last_spans_ = 1;
   int v8_min_units_ = -1;
+  int v8_spans_ = 0;
+  // The span path's second stream (its M runs beside the N runs) and the
+  // events that fork it from and join it to the caller's stream; created on
+  // first use.
+  cudaStream_t side_stream_ = nullptr;
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
   // DeviceRunsV8's cache: the device it was read for (-1: none yet).
   mutable int v8_device_ = -1;
   mutable bool v8_device_ok_ = false;

@@ -82,12 +82,14 @@ absl::StatusOr<ChunkedGeneration> ChunkedPrefill::ResolveGeneration(const GdnOpt
       return ChunkedGeneration::kV7;
     case ChunkedGeneration::kAuto:
     case ChunkedGeneration::kV8:
+    case ChunkedGeneration::kV8Spans:
       break;
     default:
       return absl::InvalidArgumentError(absl::StrCat("chunked prefill: generation ",
                                                      static_cast<int>(generation_)));
   }
-  const bool forced = generation_ == ChunkedGeneration::kV8;
+  const bool forced =
+      generation_ == ChunkedGeneration::kV8 || generation_ == ChunkedGeneration::kV8Spans;
   // v_tile and the state pass are v7's knobs: asking for one means v7.
   if (v_tile != 0 || state_pass_ != ChunkedStatePass::kAuto) {
     if (!forced) return ChunkedGeneration::kV7;
@@ -103,6 +105,13 @@ absl::StatusOr<ChunkedGeneration> ChunkedPrefill::ResolveGeneration(const GdnOpt
     if (!forced) return ChunkedGeneration::kV7;
     return absl::FailedPreconditionError(
         "chunked prefill: v8 runs on compute capability 9.0 (sm_90a) only");
+  }
+  if (generation_ == ChunkedGeneration::kV8Spans) {
+    if (params.num_seqs != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "chunked prefill: the v8 span path cuts one sequence, got ", params.num_seqs));
+    }
+    return ChunkedGeneration::kV8Spans;
   }
   if (forced) return ChunkedGeneration::kV8;
   // kAuto: enough (sequence, value head) units for v8's one CTA per unit

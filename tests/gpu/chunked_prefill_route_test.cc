@@ -23,25 +23,6 @@ namespace {
 
 using cuda::ChunkedGeneration;
 
-bool DeviceIsSm90() {
-  int device = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
-    return false;
-  }
-  return major == 9 && minor == 0;
-}
-
-int SmCount() {
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    return 0;
-  }
-  return sms;
-}
-
 // Params with only what ResolveGeneration reads (counts, checkpoint
 // interval; null tensors count as aligned).
 GdnParams PlanParams(int num_seqs, int checkpoint_interval = 0) {

@@ -45,7 +45,7 @@ CUresult EncodeTileMap(CUtensorMap* map, CUtensorMapDataType dtype, const uint16
 
 template <typename In, bool kWHiLo>
 cudaError_t LaunchFused(const ChunkArgs& args, const TPrepWorkspace& ws, int64_t total_tokens,
-                        cudaStream_t stream) {
+                        const void* zero_v, cudaStream_t stream) {
   const CUtensorMapDataType dtype = std::is_same_v<In, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                                                : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   const int64_t tiles = static_cast<int64_t>(args.num_chunks) * args.num_v_heads;
@@ -54,7 +54,9 @@ cudaError_t LaunchFused(const ChunkArgs& args, const TPrepWorkspace& ws, int64_t
   const CUresult results[10] = {
       EncodeTokenMap(&maps.q, dtype, args.q, 128, args.num_qk_heads, total_tokens),
       EncodeTokenMap(&maps.k, dtype, args.k, 128, args.num_qk_heads, total_tokens),
-      EncodeTokenMap(&maps.v, dtype, args.v, 128, args.num_v_heads, total_tokens),
+      zero_v != nullptr ? EncodeTokenMap(&maps.v, dtype, zero_v, 128, args.num_v_heads, kChunk)
+                        : EncodeTokenMap(&maps.v, dtype, args.v, 128, args.num_v_heads,
+                                         total_tokens),
       EncodeTileMap(&maps.t_hi, dtype, ws.t_hi, tiles * 64),
       EncodeTileMap(&maps.t_lo, dtype, ws.t_lo, tiles * 64),
       EncodeTileMap(&maps.p, dtype, ws.p, tiles * 64),
@@ -109,7 +111,10 @@ cudaError_t LaunchFusedChunkPrefill(const ChunkArgs& args, int head_dim_k, int h
     return e;
   }
   if (args.num_seqs == 0 || args.num_chunks == 0 || total_tokens == 0) return cudaSuccess;
-  const TPrepLayout layout(args.num_chunks, args.num_qk_heads, args.num_v_heads);
+  const int64_t layout_chunks =
+      options.layout_chunks > 0 ? options.layout_chunks : args.num_chunks;
+  if (layout_chunks < args.num_chunks) return cudaErrorInvalidValue;
+  const TPrepLayout layout(layout_chunks, args.num_qk_heads, args.num_v_heads);
   if (workspace == nullptr || workspace_bytes < layout.total ||
       reinterpret_cast<uintptr_t>(workspace) % 256 != 0) {
     return cudaErrorInvalidValue;
@@ -123,13 +128,14 @@ cudaError_t LaunchFusedChunkPrefill(const ChunkArgs& args, int head_dim_k, int h
   }
   if (!(options.stages & 2)) return cudaSuccess;
   const bool hi_lo = options.w_hi_lo;
+  const void* zv = options.zero_v;
   switch (args.io_dtype) {
     case DType::kBF16:
-      return hi_lo ? LaunchFused<__nv_bfloat16, true>(args, ws, total_tokens, stream)
-                   : LaunchFused<__nv_bfloat16, false>(args, ws, total_tokens, stream);
+      return hi_lo ? LaunchFused<__nv_bfloat16, true>(args, ws, total_tokens, zv, stream)
+                   : LaunchFused<__nv_bfloat16, false>(args, ws, total_tokens, zv, stream);
     case DType::kF16:
-      return hi_lo ? LaunchFused<__half, true>(args, ws, total_tokens, stream)
-                   : LaunchFused<__half, false>(args, ws, total_tokens, stream);
+      return hi_lo ? LaunchFused<__half, true>(args, ws, total_tokens, zv, stream)
+                   : LaunchFused<__half, false>(args, ws, total_tokens, zv, stream);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -38,6 +38,17 @@ struct FusedChunkOptions {
   // kernel; 3 (both) is the operator. The fused kernel alone reuses the
   // table and workspace of an earlier call with the same arguments.
   int stages = 3;
+  // The TPrep workspace's layout covers this many chunks (0: the call's
+  // args.num_chunks; never fewer). The span path (span_plan.h) runs TPrep
+  // once over a whole sequence and then fused calls over some of its spans:
+  // a span call's chunk c is the sequence's chunk c, so it reads the same
+  // workspace with the whole sequence's layout.
+  int64_t layout_chunks = 0;
+  // Non-null: the call's v is zero (the span path's M runs). A [kChunk, Hv,
+  // 128] zero tensor, read in place of args.v: the fused kernel's first
+  // chunk reads it, and every later one lies past its end, where TMA fills
+  // zeros.
+  const void* zero_v = nullptr;
 };
 
 // Bytes of the workspace a call with these counts needs (TPrepLayout's total).

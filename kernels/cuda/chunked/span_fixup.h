@@ -1,0 +1,48 @@
+// The device steps of the v8 span path (span_plan.h) around its fused-kernel
+// calls: the identity page of the M runs, the serial fixup of the span
+// start states (phase 2) and the copy of the final state into the real
+// pool. Host launchers; the kernels are in span_fixup.cu.
+#ifndef GDN_KERNELS_CUDA_CHUNKED_SPAN_FIXUP_H_
+#define GDN_KERNELS_CUDA_CHUNKED_SPAN_FIXUP_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/gdn_types.h"
+
+namespace gdn::cuda::chunked {
+
+struct SpanFixupArgs {
+  // The scratch pool: page i at scratch + i * scratch_page_bytes, each a
+  // dense [Hv][K][V] state in state_dtype; ids as SpanPages (span_plan.h).
+  char* scratch = nullptr;
+  int64_t scratch_page_bytes = 0;
+  int spans = 0;
+  // The real pool and the sequence's page ids (device arrays; element 0):
+  // initial_pages[0] (kZeroStatePage: zero) and final_pages[0]. Ids
+  // outside the pool make Z_0 NaN (so every o of the call is NaN) and the
+  // final copy writes nothing, as the unsplit kernels do.
+  char* pool_base = nullptr;
+  int64_t page_bytes = 0;
+  int32_t num_pages = 0;
+  const int32_t* initial_pages = nullptr;
+  const int32_t* final_pages = nullptr;
+  int num_v_heads = 0;
+  StateDType state_dtype = StateDType::kF32;  // fp32 or bf16
+};
+
+// K = V = 128 only (the fused kernel's shape). Asynchronous on `stream`.
+// The identity page (SpanPages::identity(): S[h] = I for every head).
+cudaError_t LaunchSpanIdentity(const SpanFixupArgs& args, cudaStream_t stream);
+// Z_0 from the initial page, then Z_{p+1} = M_p Z_p + N_p for p = 0 .. P-2
+// in fp32 (each Z_p stored in the state dtype), one block per (value head,
+// 16 columns of V).
+cudaError_t LaunchSpanFixup(const SpanFixupArgs& args, cudaStream_t stream);
+// The scratch page SpanPages::last() into the real final page, when both
+// real page ids are usable.
+cudaError_t LaunchSpanFinalCopy(const SpanFixupArgs& args, cudaStream_t stream);
+
+}  // namespace gdn::cuda::chunked
+
+#endif  // GDN_KERNELS_CUDA_CHUNKED_SPAN_FIXUP_H_
