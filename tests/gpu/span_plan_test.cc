@@ -1,14 +1,20 @@
 // The v8 span path's host plan (kernels/cuda/chunked/span_plan.h): span
 // counts for FlashQLA's few-heads rows on the H200's 132 SMs, bounds on
-// whole chunks covering the sequence, forced counts, and the page-id and
-// sequence arrays of the three calls. No device needed.
+// whole chunks covering the sequence, forced counts, the page-id and
+// sequence arrays of the three calls, and those calls composed exactly as
+// the cuda path composes them but run by the float64 oracle: they give the
+// whole sequence's o and final state. No device needed.
 #include "kernels/cuda/chunked/span_plan.h"
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/gdn_params.h"
+#include "kernels/oracle/gdn_oracle.h"
+#include "kernels/testing/gdn_test_inputs.h"
 
 namespace gdn::cuda::chunked {
 namespace {
@@ -36,7 +42,7 @@ TEST(SpanPlanTest, PlannedCountsFillOneWaveWithBothPhases) {
   for (const Row& row : {Row{32, 32768, 3}, Row{8, 32768, 9}, Row{16, 32768, 5},
                          Row{64, 32768, 1}, Row{32, 2048, 1}, Row{8, 131072, 9},
                          Row{8, 3 * 64 * kMinSpanChunks, 3}}) {
-    SCOPED_TRACE(testing::Message() << row.hv << " heads, " << row.tokens << " tokens");
+    SCOPED_TRACE(::testing::Message() << row.hv << " heads, " << row.tokens << " tokens");
     const SpanPlan plan = PlanSpans(row.tokens, row.hv, 132, 0);
     ExpectWellFormed(plan, row.tokens);
     EXPECT_EQ(plan.spans(), row.spans);
@@ -91,6 +97,113 @@ TEST(SpanPlanTest, ArraysOfTheThreeCalls) {
   EXPECT_EQ(at(a.m_pages, 2), (std::vector<int32_t>{pages.m(0), pages.m(1)}));
   EXPECT_EQ(at(a.z_pages, 3), (std::vector<int32_t>{pages.z(0), pages.z(1), pages.z(2)}));
   EXPECT_EQ(a.data.size(), static_cast<size_t>(a.ends + 3));
+}
+
+// The scratch pool of SpanPages, one float64 [Hv][K][V] state per page.
+using Pool = std::vector<std::vector<double>>;
+
+// The calls of one span phase, run by the oracle: sequences cu[0..n] of
+// `in`'s tokens (v zeroed with zero_v), initial states from `pool` by
+// init_ids (kZeroStatePage: zero), final states into `pool` by end_ids.
+// Returns o of those tokens.
+std::vector<double> RunPhase(const GdnOptions& options, const oracle::Inputs& in,
+                             const SpanArrays& a, int cu, int n, int init_ids, int end_ids,
+                             bool zero_v, Pool* pool) {
+  oracle::Inputs call = in;
+  call.cu_seqlens.assign(a.data.begin() + cu, a.data.begin() + cu + n + 1);
+  const int64_t tokens = call.cu_seqlens.back();
+  const int64_t qk = int64_t{options.shape.num_qk_heads} * options.shape.head_dim_k;
+  const int64_t vv = int64_t{options.shape.num_v_heads} * options.shape.head_dim_v;
+  const int64_t hv = options.shape.num_v_heads;
+  call.q.resize(tokens * qk);
+  call.k.resize(tokens * qk);
+  call.v.resize(tokens * vv);
+  if (zero_v) std::fill(call.v.begin(), call.v.end(), 0.0f);
+  call.g.resize(tokens * hv);
+  call.beta.resize(tokens * hv);
+  call.initial_states.clear();
+  for (int s = 0; s < n; ++s) {
+    const int32_t id = a.data[init_ids + s];
+    if (id == kZeroStatePage) {
+      call.initial_states.emplace_back();
+    } else {
+      call.initial_states.emplace_back((*pool)[id].begin(), (*pool)[id].end());
+    }
+  }
+  oracle::Outputs out = oracle::Run(options, call);
+  for (int s = 0; s < n; ++s) (*pool)[a.data[end_ids + s]] = out.final_states[s];
+  return out.o;
+}
+
+TEST(SpanPlanTest, SpansComposeToTheWholeSequence) {
+  GdnOptions options;
+  options.shape = {1, 2, 8, 8};  // K = V (the identity start); small for the oracle
+  options.input_dtype = DType::kF32;
+  options.gating = GatingMode::kDirect;
+  for (int spans : {2, 3, 5}) {
+    for (bool stored_start : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << spans << " spans, stored start " << stored_start);
+      oracle::Inputs in = gdn::testing::MakeRandomInputs(options, {1000}, 7 + spans,
+                                                         stored_start);
+      // No decay and small betas: each span's M stays far from zero (and
+      // from symmetric), so a transposed or misplaced M would show.
+      std::fill(in.g.begin(), in.g.end(), 0.0f);
+      for (float& b : in.beta) b *= 0.02f;
+      const oracle::Outputs whole = oracle::Run(options, in);
+      const SpanPlan plan = PlanSpans(1000, 2, 132, spans);
+      ASSERT_EQ(plan.spans(), spans);
+      const SpanArrays a = MakeSpanArrays(plan);
+      const SpanPages pages{spans};
+      const int64_t dim = 8, state = 2 * dim * dim;
+      Pool pool(pages.count(), std::vector<double>(state, std::nan("")));
+      pool[pages.identity()].assign(state, 0.0);
+      for (int64_t h = 0; h < 2; ++h) {
+        for (int64_t d = 0; d < dim; ++d) pool[pages.identity()][h * dim * dim + d * dim + d] = 1;
+      }
+      // Phase 1: N runs, M runs (identity start, v = 0).
+      RunPhase(options, in, a, a.cu_head, spans - 1, a.zero_init, a.n_pages, false, &pool);
+      RunPhase(options, in, a, a.cu_head, spans - 1, a.identity, a.m_pages, true, &pool);
+      // Phase 2, as SpanFixupKernel: Z_{p+1}[d][e] = sum_j M_p[d][j] Z_p[j][e] + N_p[d][e].
+      pool[pages.z(0)] = in.initial_states[0].empty()
+                             ? std::vector<double>(state, 0.0)
+                             : std::vector<double>(in.initial_states[0].begin(),
+                                                   in.initial_states[0].end());
+      for (int p = 0; p + 1 < spans; ++p) {
+        std::vector<double>& next = pool[pages.z(p + 1)];
+        const std::vector<double>&z = pool[pages.z(p)], &m = pool[pages.m(p)],
+                                  &n = pool[pages.n(p)];
+        for (int64_t h = 0; h < 2; ++h) {
+          for (int64_t d = 0; d < dim; ++d) {
+            for (int64_t e = 0; e < dim; ++e) {
+              double acc = n[h * dim * dim + d * dim + e];
+              for (int64_t j = 0; j < dim; ++j) {
+                acc += m[h * dim * dim + d * dim + j] * z[h * dim * dim + j * dim + e];
+              }
+              next[h * dim * dim + d * dim + e] = acc;
+            }
+          }
+        }
+      }
+      // Phase 3: every span from its Z_p; the last end is the final state.
+      const std::vector<double> o =
+          RunPhase(options, in, a, a.cu_all, spans, a.z_pages, a.ends, false, &pool);
+      ASSERT_EQ(o.size(), whole.o.size());
+      double o_err = 0, o_max = 0, s_err = 0, s_max = 0;
+      for (size_t i = 0; i < o.size(); ++i) {
+        o_err = std::max(o_err, std::fabs(o[i] - whole.o[i]));
+        o_max = std::max(o_max, std::fabs(whole.o[i]));
+      }
+      for (int64_t i = 0; i < state; ++i) {
+        s_err = std::max(s_err, std::fabs(pool[pages.last()][i] - whole.final_states[0][i]));
+        s_max = std::max(s_max, std::fabs(whole.final_states[0][i]));
+      }
+      // The oracle takes start states in fp32: phase 3's Z_p are rounded once
+      // (2^-24), so o and the final state agree to ~1e-8, not to float64's
+      // 1e-16; a wrong composition would be off by O(1).
+      EXPECT_LE(o_err, 1e-6 * o_max);
+      EXPECT_LE(s_err, 1e-6 * s_max);
+    }
+  }
 }
 
 }  // namespace
