@@ -3,14 +3,15 @@
 # (kernels/cuda/chunked_prefill.h, chunked_prefill_v8.cc). The router's test
 # (tests/gpu/chunked_prefill_route_test.cc: auto route to v8 against the
 # float64 oracle, refused calls on v7, the threshold, forced generations),
-# the existing chunked_prefill_test through the router, server_cuda_test when
-# bundled, memcheck on the router's shared workspace, then FlashQLA's H200
-# rows routed vs v7 vs v8 (vs FLA when .whl holds its wheels;
-# bench/prefill/route_bench.py). About 4 minutes (ROUTE_BENCH_S, default 110,
-# bounds the benchmark).
+# the existing chunked_prefill_test through the router, v8's span path
+# (chunked_prefill_spans_test, span_plan_test) when bundled, server_cuda_test
+# when bundled, memcheck on the router's shared workspace and on the span
+# path, then FlashQLA's H200 rows routed vs v7 vs v8 vs the span path (vs FLA
+# when .whl holds its wheels; bench/prefill/route_bench.py). About 5 minutes
+# (ROUTE_BENCH_S, default 110, bounds the benchmark).
 #
 #   bash scripts/device/bundle.sh chunked_prefill_route_test chunked_prefill_test \
-#       server_cuda_test gdn_capi
+#       chunked_prefill_spans_test span_plan_test server_cuda_test gdn_capi
 #   run carry [".bundle", ".whl"] command "bash scripts/device/prefill_route_visit.sh"
 #
 # Everything goes to ONE file, $OUT/prefill_route.log (and the benchmark's
@@ -53,6 +54,8 @@ run_test() {
   cat "$tmp" >> "$LOG"
 }
 
+run_test span_plan_test 30
+run_test chunked_prefill_spans_test 180
 run_test chunked_prefill_route_test 180
 run_test chunked_prefill_test 120
 run_test server_cuda_test 60
@@ -68,6 +71,17 @@ if [ -n "$SAN" ] && [ -x "$B/chunked_prefill_route_test" ]; then
   [ $rc = 0 ] || grep -E "Invalid|Address|at 0x|by thread|rror" /tmp/route_memcheck.txt | head -30 >> "$LOG"
 else
   echo "memcheck: skipped (no compute-sanitizer or no test binary)" | tee -a "$LOG"
+fi
+if [ -n "$SAN" ] && [ -x "$B/chunked_prefill_spans_test" ]; then
+  for tool in memcheck racecheck; do
+    say "$tool: the span path (timeout 90)"
+    timeout 90 "$SAN" --tool "$tool" --error-exitcode 3 "$B/chunked_prefill_spans_test" \
+      --gtest_filter='*UnusablePages*:*CallsItDoesNotCut*' > "/tmp/spans_$tool.txt" 2>&1
+    rc=$?
+    echo "$tool (spans): rc $rc $(grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "/tmp/spans_$tool.txt" | tr '\n' ' ')" | tee -a "$LOG"
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "/tmp/spans_$tool.txt" | tee -a "$LOG"
+    [ $rc = 0 ] || grep -E "Invalid|Address|at 0x|by thread|rror|hazard" "/tmp/spans_$tool.txt" | head -30 >> "$LOG"
+  done
 fi
 
 say "route_bench: routed vs v7 vs v8 (vs FLA) on FlashQLA's rows (budget ${ROUTE_BENCH_S:-110} s)"
