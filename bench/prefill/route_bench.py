@@ -87,11 +87,12 @@ def fmt(row):
         v = row.get(key)
         return f"{v:.3f}" if v is not None else "-"
 
-    names = [k[:-3] for k in row if k.endswith("_ms") and k != "fla_ms"]
+    names = [k[:-3] for k in row
+             if k.endswith("_ms") and not k.endswith("_min_ms") and k != "fla_ms"]
     errs = " ".join(f"{g} o/S {row[g + '_o']['max_rel']:.1e}/{row[g + '_state']['max_rel']:.1e}"
                     for g in names if g + "_o" in row)
-    refused = "".join(f" ({g} refused: {row[g + '_error'][:80]})" for g in ("v8", "spans")
-                      if g + "_error" in row)
+    refused = "".join(f" ({k[:-6]} refused: {row[k][:80]})" for k in row
+                      if k.endswith("_error") and k != "fla_error")
     spans = "".join(f" {g} {t(g + '_ms')}" for g in names if g.startswith("spans"))
     return (f"ROUTE {row['Hqk']}/{row['Hv']} {row['N']}x{row['L']} units {row['units']} "
             f"routed {t('routed_ms')} v7 {t('v7_ms')} v8 {t('v8_ms')}{spans} fla {t('fla_ms')} "

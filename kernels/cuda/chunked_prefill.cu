@@ -274,6 +274,7 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
         chunked::LaunchStatePass(options, args, v_tile, form, stream));
   }
   last_generation_ = ChunkedGeneration::kV7;
+  last_spans_ = 1;
   return absl::OkStatus();
 }
 

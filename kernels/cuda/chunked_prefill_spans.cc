@@ -37,7 +37,6 @@ struct SpanLayout {
   size_t tprep_bytes = 0, scratch_page_bytes = 0;
   SpanLayout(const GdnOptions& options, int64_t chunks, int spans, size_t array_elems) {
     const int Hqk = options.shape.num_qk_heads, Hv = options.shape.num_v_heads;
-    const size_t elem = options.state_dtype == StateDType::kF32 ? 4 : 2;
     size_t at = 0;
     auto take = [&at](size_t bytes) {
       const size_t here = at;
@@ -51,7 +50,7 @@ struct SpanLayout {
     table_all = take(chunked::ChunkTableBytes(spans, chunks));
     arrays = take(array_elems * sizeof(int32_t));
     zero_v = take(size_t{chunked::kChunk} * Hv * 128 * 2);
-    scratch_page_bytes = Round256(static_cast<size_t>(Hv) * 128 * 128 * elem);
+    scratch_page_bytes = Round256(static_cast<size_t>(Hv) * 128 * 128 * 4);  // fp32
     scratch = take(chunked::SpanPages{spans}.count() * scratch_page_bytes);
     total = at;
   }
@@ -65,7 +64,10 @@ absl::Status ChunkedPrefill::RunV8Spans(const GdnOptions& options, const GdnPara
   const chunked::SpanPlan plan = chunked::PlanSpans(
       tokens, options.shape.num_v_heads, chunked::MultiprocessorCount(), v8_spans_);
   const int P = plan.spans();
-  if (P < 2) {  // too short to cut: the unsplit call
+  // The final copy stores 16-byte vectors into the real pool.
+  const bool pool_aligned = reinterpret_cast<uintptr_t>(params.pool.base) % 16 == 0 &&
+                            params.pool.page_bytes % 16 == 0;
+  if (P < 2 || !pool_aligned) {  // too short to cut (or an odd pool): the unsplit call
     if (absl::Status s = RunV8(options, params, stream, 3); !s.ok()) return s;
     last_generation_ = ChunkedGeneration::kV8;
     last_spans_ = 1;
@@ -75,10 +77,20 @@ absl::Status ChunkedPrefill::RunV8Spans(const GdnOptions& options, const GdnPara
   const chunked::SpanArrays arrays = chunked::MakeSpanArrays(plan);
   const SpanLayout layout(options, chunks, P, arrays.data.size());
   if (absl::Status s = EnsureWorkspace(layout.total, 3, stream); !s.ok()) return s;
-  if (side_stream_ == nullptr) {
-    GDN_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
-    GDN_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
-    GDN_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+  if (side_stream_ == nullptr) {  // all three, or none (kept for a retry)
+    cudaStream_t side = nullptr;
+    cudaEvent_t fork = nullptr, join = nullptr;
+    cudaError_t e = cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&fork, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&join, cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+      if (side != nullptr) (void)cudaStreamDestroy(side);
+      if (fork != nullptr) (void)cudaEventDestroy(fork);
+      GDN_CUDA_RETURN_IF_ERROR(e);
+    }
+    side_stream_ = side;
+    fork_ = fork;
+    join_ = join;
   }
   char* ws = static_cast<char*>(workspace_);
   int32_t* dev_arrays = reinterpret_cast<int32_t*>(ws + layout.arrays);
@@ -124,6 +136,7 @@ absl::Status ChunkedPrefill::RunV8Spans(const GdnOptions& options, const GdnPara
     a.pool_base = fix.scratch;
     a.page_bytes = fix.scratch_page_bytes;
     a.num_pages = chunked::SpanPages{P}.count();
+    a.state_dtype = StateDType::kF32;  // the scratch pages (span_fixup.h says why)
     return a;
   };
   const chunked::ChunkArgs n_runs =

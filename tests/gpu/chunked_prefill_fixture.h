@@ -78,7 +78,7 @@ void MakeTokensEqualWithinSequences(const GdnOptions& options, oracle::Inputs* i
 
 // Whether the current device runs v8 (compute capability 9.0: its kernels
 // are sm_90a only), and its SM count (0 when unreadable).
-bool DeviceIsSm90() {
+inline bool DeviceIsSm90() {
   int device = 0, major = 0, minor = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return false;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
@@ -88,7 +88,7 @@ bool DeviceIsSm90() {
   return major == 9 && minor == 0;
 }
 
-int SmCount() {
+inline int SmCount() {
   int device = 0, sms = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return 0;
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {

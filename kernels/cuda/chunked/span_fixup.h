@@ -15,7 +15,9 @@ namespace gdn::cuda::chunked {
 
 struct SpanFixupArgs {
   // The scratch pool: page i at scratch + i * scratch_page_bytes, each a
-  // dense [Hv][K][V] state in state_dtype; ids as SpanPages (span_plan.h).
+  // dense [Hv][K][V] fp32 state whatever the real pages hold (bf16 scratch
+  // pages would round N_p, M_p and Z_p once more per span: +2.5-4e-3 on o
+  // with little decay, measured on the cpu); ids as SpanPages (span_plan.h).
   char* scratch = nullptr;
   int64_t scratch_page_bytes = 0;
   int spans = 0;
@@ -29,18 +31,19 @@ struct SpanFixupArgs {
   const int32_t* initial_pages = nullptr;
   const int32_t* final_pages = nullptr;
   int num_v_heads = 0;
-  StateDType state_dtype = StateDType::kF32;  // fp32 or bf16
+  StateDType state_dtype = StateDType::kF32;  // the real pages': fp32 or bf16
 };
 
-// K = V = 128 only (the fused kernel's shape). Asynchronous on `stream`.
+// K = V = 128 only (the fused kernel's shape); the real pool 16-byte
+// aligned (base and page_bytes). Asynchronous on `stream`.
 // The identity page (SpanPages::identity(): S[h] = I for every head).
 cudaError_t LaunchSpanIdentity(const SpanFixupArgs& args, cudaStream_t stream);
 // Z_0 from the initial page, then Z_{p+1} = M_p Z_p + N_p for p = 0 .. P-2
-// in fp32 (each Z_p stored in the state dtype), one block per (value head,
-// 16 columns of V).
+// in fp32, one block per (value head, 16 columns of V).
 cudaError_t LaunchSpanFixup(const SpanFixupArgs& args, cudaStream_t stream);
-// The scratch page SpanPages::last() into the real final page, when both
-// real page ids are usable.
+// The scratch page SpanPages::last() into the real final page (rounded to
+// nearest for bf16 pages, as the fused kernel stores), when both real page
+// ids are usable.
 cudaError_t LaunchSpanFinalCopy(const SpanFixupArgs& args, cudaStream_t stream);
 
 }  // namespace gdn::cuda::chunked
