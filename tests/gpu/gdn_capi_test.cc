@@ -253,6 +253,17 @@ TEST_F(CudaBackendTest, CapiReportsBadArguments) {
   EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, -1, 8), 3);
   EXPECT_NE(std::string(gdn_last_error()).find("v8"), std::string::npos) << gdn_last_error();
   EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 32, 3, -1, 8), 3);
+  // v8's span path (9, 900 + P for P in 2 .. 64): refused here like v8, and
+  // span counts outside 2 .. 64 are not codes.
+  for (int code : {9, 902, 964}) {
+    EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, -1, code), 3) << code;
+    EXPECT_NE(std::string(gdn_last_error()).find("v8"), std::string::npos) << gdn_last_error();
+  }
+  for (int code : {900, 901, 965}) {
+    EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, -1, code), 3) << code;
+    EXPECT_NE(std::string(gdn_last_error()).find("state_variant"), std::string::npos)
+        << gdn_last_error();
+  }
   // Kernel-2 variants 1 - 3 were removed.
   EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, -1, 1), 3);
   EXPECT_EQ(gdn_chunked_prefill_tuned(&config, &args, nullptr, 0, 3, -1, 3), 3);
