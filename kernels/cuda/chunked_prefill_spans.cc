@@ -8,8 +8,8 @@
 //   side:                         fork -> M runs (identity, v = 0) -> join
 //
 // Every piece lives in the one grow-only workspace (stream-ordered), laid
-// out as SpanLayout below. o of spans 0..P-2 is written by the N and the M
-// runs (garbage, both) and then by phase 3, which alone decides it.
+// out as SpanLayout below. Only phase 3 writes o (the N and M runs keep their
+// end states alone).
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -139,10 +139,13 @@ absl::Status ChunkedPrefill::RunV8Spans(const GdnOptions& options, const GdnPara
     a.state_dtype = StateDType::kF32;  // the scratch pages (span_fixup.h says why)
     return a;
   };
-  const chunked::ChunkArgs n_runs =
+  // Phase 1 keeps end states only: no o.
+  chunked::ChunkArgs n_runs =
       span_args(P - 1, arrays.cu_head, layout.table_head, arrays.zero_init, arrays.n_pages);
-  const chunked::ChunkArgs m_runs =
+  n_runs.o = nullptr;
+  chunked::ChunkArgs m_runs =
       span_args(P - 1, arrays.cu_head, layout.table_head, arrays.identity, arrays.m_pages);
+  m_runs.o = nullptr;
   const chunked::ChunkArgs all =
       span_args(P, arrays.cu_all, layout.table_all, arrays.z_pages, arrays.ends);
   GDN_CUDA_RETURN_IF_ERROR(chunked::LaunchChunkTable(n_runs, stream));

@@ -341,7 +341,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
     for (int part = 0; part < 4; ++part) {
       const int piece = t + 128 * part;
       const int i = piece >> 3, c16 = piece & 7;
-      if (i < L) {
+      if (i < L && args.o != nullptr) {  // null o: the span path's M / N runs
         const uint4 val = *reinterpret_cast<const uint4*>(smem + Sm::kOut + 8192 * w + i * 128 +
                                                           ((c16 ^ (i & 7)) << 4));
         *reinterpret_cast<uint4*>(o_base + static_cast<int64_t>(t0 + i) * Hv * V + 8 * c16) = val;
