@@ -14,7 +14,7 @@ token by token). A light cut of compare_fla.py's benchmark
 Writes prefill_route.json and prints one line per row:
   ROUTE 16/32 4x8192 units 128 routed 0.83 v7 1.63 v8 0.83 fla 1.93 pick v8 | err ...
 "pick" is the generation whose time the routed call matches (the router's
-choice as seen from outside: nearer of v7 / v8).
+choice as seen from outside: the nearest of v7 / v8 / the planned spans).
 """
 import argparse
 import json
@@ -29,7 +29,10 @@ import compare_fla as cf
 # Rows 5-9: the threshold's neighbourhood (sequences x value heads from 16 to 64 units).
 ROUTE_ROWS = [(16, 32, 4, 8192), (16, 32, 8, 1024), (16, 64, 8, 4096), (16, 32, 1, 32768),
               (2, 8, 1, 32768), (16, 32, 2, 8192), (16, 32, 1, 8192), (8, 16, 1, 32768),
-              (16, 32, 2, 2048), (16, 32, 1, 2048)]
+              (16, 32, 2, 2048), (16, 32, 1, 2048),
+              # single sequences near the span path's shortest (3 spans of 16 chunks)
+              (16, 32, 1, 4096), (2, 8, 1, 4096), (8, 16, 1, 8192), (2, 8, 1, 8192),
+              (16, 32, 1, 16384)]
 
 
 def arms(N, span_counts):
@@ -59,8 +62,9 @@ def route_row(ours, fla_fn, hqk, hv, N, L, ref_len, deadline, span_counts=()):
                 lambda: ours.call(call, state=state), max_s=0.2, max_reps=15)
         except RuntimeError as e:
             row[f"{name}_error"] = str(e)[:200]
-    if "v7_ms" in row and "v8_ms" in row and "routed_ms" in row:
-        row["pick"] = min(("v7", "v8"), key=lambda g: abs(row[f"{g}_ms"] - row["routed_ms"]))
+    timed = [g for g in ("v7", "v8", "spans") if f"{g}_ms" in row]
+    if timed and "routed_ms" in row:
+        row["pick"] = min(timed, key=lambda g: abs(row[f"{g}_ms"] - row["routed_ms"]))
     if fla_fn is not None and time.time() < deadline - 20:
         try:
             h0 = p.h0.float().clone()

@@ -191,11 +191,14 @@ absl::Status ChunkedPrefill::Run(const GdnOptions& options, const GdnParams& par
   }
   absl::StatusOr<ChunkedGeneration> generation = ResolveGeneration(options, params, v_tile);
   if (!generation.ok()) return generation.status();
-  if (*generation == ChunkedGeneration::kV8Spans) {
-    if (stages != 3) {
+  if (*generation == ChunkedGeneration::kV8Spans && stages == 3) {
+    return RunV8Spans(options, params, stream);
+  }
+  if (*generation == ChunkedGeneration::kV8Spans) {  // a stage alone (benchmarks)
+    if (generation_ != ChunkedGeneration::kAuto) {
       return absl::InvalidArgumentError("chunked prefill: the v8 span path runs whole calls only");
     }
-    return RunV8Spans(options, params, stream);
+    *generation = ChunkedGeneration::kV8;  // kAuto: the unsplit call's stages
   }
   if (*generation == ChunkedGeneration::kV8) {
     if (absl::Status s = RunV8(options, params, stream, stages); !s.ok()) return s;

@@ -61,8 +61,8 @@ enum class ChunkedStatePass : int { kAuto = 0, kSplit = 4, kFused = 5 };
 // where ChunkedPrefill::ResolveGeneration says so, else v7. The values are
 // the C ABI's codes (gdn_chunked_prefill_tuned's state_variant 7 and 8).
 // kV8Spans: v8 with one sequence cut into spans walked in parallel
-// (chunked/span_plan.h; HOPPER_DESIGN.md §4.7), forced only until measured:
-// kAuto never picks it yet.
+// (chunked/span_plan.h; HOPPER_DESIGN.md §4.7); kAuto picks it for one
+// sequence the plan cuts into 3 or more spans (AutoSpans).
 enum class ChunkedGeneration : int { kAuto = 0, kV7 = 7, kV8 = 8, kV8Spans = 9 };
 
 class ChunkedPrefill {
@@ -100,8 +100,9 @@ class ChunkedPrefill {
   // -1 (the default) is DefaultV8MinUnits(SM count); tests and benchmarks
   // set it to compare.
   void set_v8_min_units(int units) { v8_min_units_ = units; }
-  // kV8Spans' span count: 0 (the default) plans it (chunked::PlanSpans),
-  // > 0 forces that many (tests, benchmarks).
+  // kV8Spans' span count when forced: 0 (the default) plans it
+  // (chunked::PlanSpans), > 0 forces that many (tests, benchmarks). kAuto
+  // always plans.
   void set_v8_spans(int spans) { v8_spans_ = spans; }
   // SM count / 6: 22 on the H200. v8 gives each (sequence, value head) one
   // CTA that walks all its chunks; v7's state pass splits V into 16 / 32 / 64
@@ -117,6 +118,14 @@ class ChunkedPrefill {
   // route_bench's 1 x 32768 row). Few units need the span path
   // (HOPPER_DESIGN.md §4.7) to beat v7.
   static int DefaultV8MinUnits(int sm_count) { return sm_count / 6; }
+  // The spans kAuto would cut this call into: chunked::PlanSpans of its one
+  // sequence on this device's SMs (1 for several sequences, or without
+  // cu_seqlens_host). kAuto takes the span path from 3 spans. Measured on
+  // the H200 (route_bench, bench/results/2026-12-05-prefill-spans, planned
+  // spans / v8 / v7 ms): 16/32 1 x 32768 (3 spans) 1.316 / 1.732 / 1.904,
+  // 1 x 8192 (3) 0.407 / 0.452 / 0.502; 8/16 1 x 32768 (5) 0.831 / 1.613 /
+  // 1.436; 2/8 1 x 32768 (9) 0.477 / 1.438 / 0.919.
+  static int AutoSpans(const GdnOptions& options, const GdnParams& params);
   // The generation a call with these arguments runs: kV7 or kV8 (never
   // kAuto), for the generation set now, `v_tile` and the state pass; an
   // error when kV8 is forced and v8 cannot run the call.

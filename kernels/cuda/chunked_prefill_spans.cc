@@ -62,7 +62,8 @@ absl::Status ChunkedPrefill::RunV8Spans(const GdnOptions& options, const GdnPara
                                         cudaStream_t stream) {
   const int64_t tokens = params.cu_seqlens_host[1] - params.cu_seqlens_host[0];
   const chunked::SpanPlan plan = chunked::PlanSpans(
-      tokens, options.shape.num_v_heads, chunked::MultiprocessorCount(), v8_spans_);
+      tokens, options.shape.num_v_heads, chunked::MultiprocessorCount(),
+      generation_ == ChunkedGeneration::kV8Spans ? v8_spans_ : 0);
   const int P = plan.spans();
   // The final copy stores 16-byte vectors into the real pool.
   const bool pool_aligned = reinterpret_cast<uintptr_t>(params.pool.base) % 16 == 0 &&

@@ -13,6 +13,7 @@
 #include "kernels/cuda/chunked/chunk_args.h"
 #include "kernels/cuda/chunked/fused_chunk.h"
 #include "kernels/cuda/chunked/launch.h"
+#include "kernels/cuda/chunked/span_plan.h"
 #include "kernels/cuda/chunked_prefill.h"
 #include "kernels/cuda/cuda_check.h"
 
@@ -67,6 +68,13 @@ int ChunkedPrefill::V8MinUnits() const {
   return DefaultV8MinUnits(sms);
 }
 
+int ChunkedPrefill::AutoSpans(const GdnOptions& options, const GdnParams& params) {
+  if (params.num_seqs != 1 || params.cu_seqlens_host == nullptr) return 1;
+  static const int sms = chunked::MultiprocessorCount();
+  const int64_t tokens = params.cu_seqlens_host[1] - params.cu_seqlens_host[0];
+  return chunked::PlanSpans(tokens, options.shape.num_v_heads, sms, 0).spans();
+}
+
 size_t ChunkedPrefill::V8WorkspaceBytes(const GdnOptions& options, int num_seqs,
                                         int64_t num_chunks) {
   return chunked::ChunkTableBytes(num_seqs, num_chunks) +
@@ -114,7 +122,10 @@ absl::StatusOr<ChunkedGeneration> ChunkedPrefill::ResolveGeneration(const GdnOpt
     return ChunkedGeneration::kV8Spans;
   }
   if (forced) return ChunkedGeneration::kV8;
-  // kAuto: enough (sequence, value head) units for v8's one CTA per unit
+  // kAuto: one sequence long enough to cut into 3 or more spans takes the
+  // span path (AutoSpans says why);
+  if (AutoSpans(options, params) >= 3) return ChunkedGeneration::kV8Spans;
+  // else enough (sequence, value head) units for v8's one CTA per unit
   // (DefaultV8MinUnits says why).
   const int64_t units = static_cast<int64_t>(params.num_seqs) * options.shape.num_v_heads;
   return units >= V8MinUnits() ? ChunkedGeneration::kV8 : ChunkedGeneration::kV7;

@@ -9,11 +9,13 @@
 // other devices every call must take v7 and forced v8 must fail cleanly.
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "kernels/cuda/chunked/span_plan.h"
 #include "kernels/cuda/chunked_prefill.h"
 #include "tests/gpu/chunked_prefill_fixture.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -138,9 +140,10 @@ TEST_F(ChunkedPrefillRouteTest, RefusedCallsStayOnV7) {
 }
 
 // The default threshold (set_v8_min_units(-1)): DefaultV8MinUnits(SM count)
-// = SM count / 6 sequences x value heads. FlashQLA's rows on the H200 (132
-// SMs, threshold 22): 2/8 1 x 32768 (8 units) stays on v7, 16/32 1 x 32768
-// (32), 4 x 8192 (128), 8 x 1024 (256), 16/64 8 x 4096 (512) take v8.
+// = SM count / 6 sequences x value heads, for calls the span path does not
+// take (PlanParams carries no lengths). On the H200 (132 SMs, threshold 22):
+// 2/8 x 1 sequence (8 units) and 2/4 x 2 stay on v7; 16/32 x 1 (32), x 4
+// (128), x 8 (256), 16/64 x 8 (512) take v8.
 TEST_F(ChunkedPrefillRouteTest, DefaultThresholdOnSequencesTimesHeads) {
   const int threshold = cuda::ChunkedPrefill::DefaultV8MinUnits(SmCount());
   EXPECT_EQ(cuda::ChunkedPrefill::DefaultV8MinUnits(132), 22);
@@ -162,6 +165,53 @@ TEST_F(ChunkedPrefillRouteTest, DefaultThresholdOnSequencesTimesHeads) {
   EXPECT_EQ(*launcher().ResolveGeneration(Options(16, 64, 128, 128), PlanParams(8)),
             ChunkedGeneration::kV7);
   launcher().set_v8_min_units(-1);
+}
+
+// kAuto cuts one long sequence into spans where the plan gives 3 or more
+// (ChunkedPrefill::AutoSpans), on compute capability 9.0; shorter ones,
+// several sequences and heads too many for 3 spans in one wave stay unsplit.
+TEST_F(ChunkedPrefillRouteTest, AutoRouteCutsLongSingleSequences) {
+  struct Row {
+    int hqk, hv, seqs, tokens;
+  };
+  for (const Row row : {Row{16, 32, 1, 32768}, Row{2, 8, 1, 32768}, Row{16, 32, 1, 2048},
+                        Row{16, 64, 1, 32768}, Row{16, 32, 2, 32768}}) {
+    std::vector<int32_t> cu(row.seqs + 1);
+    for (int i = 0; i <= row.seqs; ++i) cu[i] = i * row.tokens;
+    GdnParams params = PlanParams(row.seqs);
+    params.cu_seqlens_host = cu.data();
+    const GdnOptions options = Options(row.hqk, row.hv, 128, 128);
+    const int spans = row.seqs == 1
+                          ? cuda::chunked::PlanSpans(row.tokens, row.hv, SmCount(), 0).spans()
+                          : 1;
+    EXPECT_EQ(cuda::ChunkedPrefill::AutoSpans(options, params), spans);
+    const int units = row.seqs * row.hv;
+    ChunkedGeneration want = ChunkedGeneration::kV7;
+    if (sm90_ && spans >= 3) {
+      want = ChunkedGeneration::kV8Spans;
+    } else if (units >= cuda::ChunkedPrefill::DefaultV8MinUnits(SmCount())) {
+      want = SupportedPick();
+    }
+    absl::StatusOr<ChunkedGeneration> pick = launcher().ResolveGeneration(options, params);
+    ASSERT_TRUE(pick.ok()) << pick.status();
+    EXPECT_EQ(*pick, want) << row.hqk << "/" << row.hv << " " << row.seqs << " x " << row.tokens;
+  }
+  // FlashQLA's 2/8 row on 132 SMs: 9 spans, and 16/32's: 3.
+  EXPECT_EQ(cuda::chunked::PlanSpans(32768, 8, 132, 0).spans(), 9);
+  EXPECT_EQ(cuda::chunked::PlanSpans(32768, 32, 132, 0).spans(), 3);
+
+  // Run through the router (the span count planned, not a forced one left
+  // behind): against the oracle, with Qwen3-Next's gating too.
+  if (!sm90_) return;
+  launcher().set_v8_spans(2);  // ignored by kAuto
+  GdnOptions fused = Options(2, 8, 128, 128);
+  fused.gating = GatingMode::kFused;
+  for (const GdnOptions& options : {Options(2, 8, 128, 128), fused}) {
+    ExpectPrefillMatches(options, {8192}, true);
+    EXPECT_EQ(launcher().last_generation(), ChunkedGeneration::kV8Spans);
+    EXPECT_EQ(launcher().last_spans(), cuda::chunked::PlanSpans(8192, 8, SmCount(), 0).spans());
+  }
+  launcher().set_v8_spans(0);
 }
 
 // Each generation forced on the same kind of call: both within v7's bars,
