@@ -54,6 +54,10 @@ def route_row(ours, fla_fn, hqk, hv, N, L, ref_len, deadline, span_counts=()):
     outs = {}
     for name, state in arms(N, span_counts):
         try:
+            # NaN outputs first, so an arm that wrote nothing cannot show the
+            # previous arm's o and final state as its own.
+            call.o.fill_(float("nan"))
+            call.pool[torch.tensor(call.pages_out, device="cuda", dtype=torch.long)] = float("nan")
             ours.call(call, state=state)  # first call: grows the workspace
             torch.cuda.synchronize()
             final = call.pool[torch.tensor(call.pages_out, device="cuda", dtype=torch.long)]
@@ -62,6 +66,12 @@ def route_row(ours, fla_fn, hqk, hv, N, L, ref_len, deadline, span_counts=()):
                 lambda: ours.call(call, state=state), max_s=0.2, max_reps=15)
         except RuntimeError as e:
             row[f"{name}_error"] = str(e)[:200]
+    # How far the span arms' outputs are from v8's (elements that differ):
+    # under decay the start state's rounding fades, so few or none may.
+    for name in outs:
+        if name.startswith("spans") and "v8" in outs:
+            row[f"{name}_o_differ_v8"] = int((outs[name][0] != outs["v8"][0]).sum().item())
+            row[f"{name}_S_differ_v8"] = int((outs[name][1] != outs["v8"][1]).sum().item())
     timed = [g for g in ("v7", "v8", "spans") if f"{g}_ms" in row]
     if timed and "routed_ms" in row:
         row["pick"] = min(timed, key=lambda g: abs(row[f"{g}_ms"] - row["routed_ms"]))
