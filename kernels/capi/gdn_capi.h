@@ -102,9 +102,11 @@ GDN_CAPI_EXPORT int gdn_prefill_variant(const gdn_capi_config* config,
  *   prep_variant  -1 or 4: kernel 1 (tensor-core merges, staged stores; the only
  *                 one left: 3, fp32 merges and direct stores, was removed in
  *                 issue 22 and is refused like any other code);
- *   state_variant -1 or 0 the default (the router: v8, kernels/cuda/chunked/
- *                 fused_chunk.h, where it runs the call and enough sequences x
- *                 heads, else v7 with its form auto by V tile), 4 v7 with kernel
+ *   state_variant -1 or 0 the default (the router: v8's span path for one
+ *                 sequence long enough to cut into 3 or more spans, else v8,
+ *                 kernels/cuda/chunked/fused_chunk.h, where it runs the call
+ *                 and enough sequences x heads, else v7 with its form auto by
+ *                 V tile), 4 v7 with kernel
  *                 2's split form (its state pass is kernel 2 then kernel 3), 5
  *                 v7's fused form, 7 v7 (form auto), 8 v8 (an error where v8
  *                 cannot run the call: not K = V = 128, int8 / fp8 pages,
