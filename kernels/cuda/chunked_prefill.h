@@ -119,12 +119,16 @@ class ChunkedPrefill {
   // (HOPPER_DESIGN.md §4.7) to beat v7.
   static int DefaultV8MinUnits(int sm_count) { return sm_count / 6; }
   // The spans kAuto would cut this call into: chunked::PlanSpans of its one
-  // sequence on this device's SMs (1 for several sequences, or without
-  // cu_seqlens_host). kAuto takes the span path from 3 spans. Measured on
-  // the H200 (route_bench, bench/results/2026-12-05-prefill-spans, planned
-  // spans / v8 / v7 ms): 16/32 1 x 32768 (3 spans) 1.316 / 1.732 / 1.904,
-  // 1 x 8192 (3) 0.407 / 0.452 / 0.502; 8/16 1 x 32768 (5) 0.831 / 1.613 /
-  // 1.436; 2/8 1 x 32768 (9) 0.477 / 1.438 / 0.919.
+  // sequence on this device's SMs, for sequences of kAutoSpansMinTokens or
+  // more (else 1, as for several sequences or without cu_seqlens_host).
+  // kAuto takes the span path from 3 spans. Measured on the H200
+  // (route_bench, bench/results/2026-12-05-prefill-spans, planned spans / v8
+  // / v7 ms): 16/32 1 x 32768 (3 spans) 1.316 / 1.732 / 1.904, 1 x 8192 (3)
+  // 0.407 / 0.452 / 0.502; 8/16 1 x 32768 (5) 0.831 / 1.613 / 1.436; 2/8
+  // 1 x 32768 (9) 0.477 / 1.438 / 0.919. The shortest measured win, 8192
+  // tokens, is the bound until shorter ones are timed (the plan itself
+  // allows 3 spans from 48 chunks, 3072 tokens).
+  static constexpr int64_t kAutoSpansMinTokens = 8192;
   static int AutoSpans(const GdnOptions& options, const GdnParams& params);
   // The generation a call with these arguments runs: kV7 or kV8 (never
   // kAuto), for the generation set now, `v_tile` and the state pass; an

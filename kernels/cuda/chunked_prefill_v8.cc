@@ -72,6 +72,7 @@ int ChunkedPrefill::AutoSpans(const GdnOptions& options, const GdnParams& params
   if (params.num_seqs != 1 || params.cu_seqlens_host == nullptr) return 1;
   static const int sms = chunked::MultiprocessorCount();
   const int64_t tokens = params.cu_seqlens_host[1] - params.cu_seqlens_host[0];
+  if (tokens < kAutoSpansMinTokens) return 1;
   return chunked::PlanSpans(tokens, options.shape.num_v_heads, sms, 0).spans();
 }
 

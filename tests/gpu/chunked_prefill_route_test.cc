@@ -167,23 +167,24 @@ TEST_F(ChunkedPrefillRouteTest, DefaultThresholdOnSequencesTimesHeads) {
   launcher().set_v8_min_units(-1);
 }
 
-// kAuto cuts one long sequence into spans where the plan gives 3 or more
-// (ChunkedPrefill::AutoSpans), on compute capability 9.0; shorter ones,
+// kAuto cuts one sequence of kAutoSpansMinTokens or more into spans where
+// the plan gives 3 or more (ChunkedPrefill::AutoSpans), on compute
+// capability 9.0; shorter ones (2/8 x 4096, which the plan alone would cut),
 // several sequences and heads too many for 3 spans in one wave stay unsplit.
 TEST_F(ChunkedPrefillRouteTest, AutoRouteCutsLongSingleSequences) {
   struct Row {
     int hqk, hv, seqs, tokens;
   };
   for (const Row row : {Row{16, 32, 1, 32768}, Row{2, 8, 1, 32768}, Row{16, 32, 1, 2048},
-                        Row{16, 64, 1, 32768}, Row{16, 32, 2, 32768}}) {
+                        Row{2, 8, 1, 4096}, Row{16, 64, 1, 32768}, Row{16, 32, 2, 32768}}) {
     std::vector<int32_t> cu(row.seqs + 1);
     for (int i = 0; i <= row.seqs; ++i) cu[i] = i * row.tokens;
     GdnParams params = PlanParams(row.seqs);
     params.cu_seqlens_host = cu.data();
     const GdnOptions options = Options(row.hqk, row.hv, 128, 128);
-    const int spans = row.seqs == 1
-                          ? cuda::chunked::PlanSpans(row.tokens, row.hv, SmCount(), 0).spans()
-                          : 1;
+    const bool cut = row.seqs == 1 && row.tokens >= cuda::ChunkedPrefill::kAutoSpansMinTokens;
+    const int spans =
+        cut ? cuda::chunked::PlanSpans(row.tokens, row.hv, SmCount(), 0).spans() : 1;
     EXPECT_EQ(cuda::ChunkedPrefill::AutoSpans(options, params), spans);
     const int units = row.seqs * row.hv;
     ChunkedGeneration want = ChunkedGeneration::kV7;
