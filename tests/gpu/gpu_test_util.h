@@ -20,14 +20,13 @@
 #include "kernels/testing/backend_runner.h"
 #include "kernels/testing/error_stats.h"
 #include "kernels/testing/gdn_test_inputs.h"
+#include "tests/server/test_random.h"
 
 namespace gdn::gpu_test {
 
-// A fresh seed per draw (printed by the tests so a failure can be replayed).
-inline uint64_t FreshSeed() {
-  static std::random_device device;
-  return (static_cast<uint64_t>(device()) << 32) ^ device();
-}
+// A fresh seed per draw (printed by the tests so a failure can be replayed:
+// GDN_TEST_SEED=<seed> gives every draw that seed).
+using testing::FreshSeed;
 
 // Largest max_abs_rel accepted for o: the output is rounded once to the
 // input dtype (bf16: 2^-9 relative, fp16: 2^-11), the rest is fp32
