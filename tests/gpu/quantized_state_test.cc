@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend_impl.h"
@@ -46,13 +47,20 @@ double OBar(const GdnOptions& o) {
 }
 double StateBar(StateDType st) { return st == StateDType::kInt8 ? 3e-3 : 1e-2; }
 
+// Each step from the pages the device read: o to the output's rounding and
+// few roundings the other way (kernels/testing/quantized_chain.h). The
+// chain's drift, in L2 with kChainMargin (testing/quantized_chain.h says why;
+// its maxima are a rare rounding's after-effects: a bar on them failed the cpu
+// backend about one fresh seed in 150 per case).
 void ExpectChainMatches(const ChainComparison& c, const GdnOptions& o) {
   EXPECT_EQ(c.o.nonfinite, 0);
   EXPECT_EQ(c.final_state.nonfinite, 0);
-  EXPECT_LE(c.o.rel_l2, OBar(o)) << testing::ToString(c.o);
-  EXPECT_LE(c.o.max_abs_rel, 6 * OBar(o)) << testing::ToString(c.o);
-  EXPECT_LE(c.final_state.rel_l2, StateBar(o.state_dtype)) << testing::ToString(c.final_state);
-  EXPECT_LE(c.differing_fraction, 0.02);
+  EXPECT_LE(c.o.rel_l2, testing::kChainMargin * OBar(o)) << testing::ToString(c.o);
+  EXPECT_LE(c.final_state.rel_l2, testing::kChainMargin * StateBar(o.state_dtype))
+      << testing::ToString(c.final_state);
+  EXPECT_EQ(c.step_o.nonfinite, 0);
+  EXPECT_LE(c.step_o.max_abs_rel, testing::StepOBar(o.input_dtype)) << testing::ToString(c.step_o);
+  EXPECT_LE(c.step_flip_fraction, testing::kStepFlipBar);
 }
 
 class QuantizedStateTest : public CudaBackendTest {
@@ -85,11 +93,12 @@ TEST_F(QuantizedStateTest, DecodeChainsFollowTheRoundTripOracle) {
   struct Case { int hqk, hv, k, v, batch; };
   const Case cases[] = {{1, 2, 64, 64, 1}, {2, 6, 128, 128, 3}, {1, 3, 128, 64, 7},
                         {4, 4, 64, 128, 17}, {16, 32, 128, 128, 5}};
+  struct { double flips = 0, step_o = 0, o = 0, state = 0; } worst;
   for (const Case& c : cases) {
     for (StateDType st : {StateDType::kInt8, StateDType::kFP8}) {
       for (StateRounding r : {StateRounding::kNearest, StateRounding::kStochastic}) {
         for (GatingMode gating : {GatingMode::kDirect, GatingMode::kFused}) {
-          const DType in = c.batch % 2 == 0 ? DType::kF32 : DType::kBF16;
+          const DType in = (&c - cases) % 2 == 1 ? DType::kF32 : DType::kBF16;
           const GdnOptions options = Options(c.hqk, c.hv, c.k, c.v, in, st, r, gating);
           const uint64_t seed = FreshSeed();
           SCOPED_TRACE(absl::StrCat("seed ", seed, " batch ", c.batch, " ",
@@ -100,10 +109,21 @@ TEST_F(QuantizedStateTest, DecodeChainsFollowTheRoundTripOracle) {
               testing::RunRoundTripChain(*backend_, options, inputs, 1, EntryPoint::kDecode);
           ASSERT_TRUE(got.ok()) << got.status();
           ExpectChainMatches(*got, options);
+          worst.flips = std::max(worst.flips, got->step_flip_fraction);
+          worst.step_o = std::max(worst.step_o, got->step_o.max_abs_rel /
+                                                    testing::StepOBar(options.input_dtype));
+          worst.o = std::max(worst.o, got->o.rel_l2 / OBar(options));
+          worst.state = std::max(worst.state, got->final_state.rel_l2 / StateBar(st));
         }
       }
     }
   }
+  // The largest figures of the run (in the XML report: --gtest_output=xml),
+  // to compare builds over the same seeds (GDN_TEST_SEED).
+  RecordProperty("worst_step_flip_fraction", absl::StrCat(worst.flips));
+  RecordProperty("worst_step_o_over_bar", absl::StrCat(worst.step_o));
+  RecordProperty("worst_chain_o_over_bar", absl::StrCat(worst.o));
+  RecordProperty("worst_chain_state_over_bar", absl::StrCat(worst.state));
 }
 
 // Every compiled variant (small, persistent; with and without PDL)

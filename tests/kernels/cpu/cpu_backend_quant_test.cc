@@ -41,12 +41,20 @@ GdnOptions Options(int hqk, int hv, int k, int v, StateDType st, StateRounding r
 double OBar(StateDType st) { return st == StateDType::kInt8 ? 3e-3 : 5e-3; }
 double StateBar(StateDType st) { return st == StateDType::kInt8 ? 3e-3 : 1e-2; }
 
+// Each step from the pages the backend read: o to the output's rounding and
+// few roundings the other way (kernels/testing/quantized_chain.h). The
+// chain's drift, in L2 with kChainMargin (testing/quantized_chain.h says why;
+// its maxima are a rare rounding's after-effects: a bar on them failed about
+// one fresh seed in 150 per case).
 void ExpectChainMatches(const ChainComparison& c, StateDType st) {
   EXPECT_EQ(c.o.nonfinite, 0);
-  EXPECT_LE(c.o.rel_l2, OBar(st)) << testing::ToString(c.o);
-  EXPECT_LE(c.o.max_abs_rel, 6 * OBar(st)) << testing::ToString(c.o);
-  EXPECT_LE(c.final_state.rel_l2, StateBar(st)) << testing::ToString(c.final_state);
-  EXPECT_LE(c.differing_fraction, 0.02);
+  EXPECT_LE(c.o.rel_l2, testing::kChainMargin * OBar(st)) << testing::ToString(c.o);
+  EXPECT_LE(c.final_state.rel_l2, testing::kChainMargin * StateBar(st))
+      << testing::ToString(c.final_state);
+  EXPECT_EQ(c.step_o.nonfinite, 0);
+  EXPECT_LE(c.step_o.max_abs_rel, testing::StepOBar(DType::kBF16))  // bf16 activations here
+      << testing::ToString(c.step_o);
+  EXPECT_LE(c.step_flip_fraction, testing::kStepFlipBar);
 }
 
 TEST(CpuBackendQuantTest, DecodeChainsFollowTheRoundTripOracle) {
