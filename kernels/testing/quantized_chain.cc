@@ -19,6 +19,32 @@ double StepOBar(DType out) {
   return 0;
 }
 
+double ChainOBar(const GdnOptions& options) {
+  const double out = options.input_dtype == DType::kF32 ? 1e-4 : 1.6e-3;
+  return out + (options.state_dtype == StateDType::kInt8 ? 1.5e-3 : 3.5e-3);
+}
+
+double ChainStateBar(StateDType state) { return state == StateDType::kInt8 ? 3e-3 : 1e-2; }
+
+std::vector<ChainCase> DecodeChainCases() {
+  return {{1, 2, 64, 64, 1, DType::kBF16},
+          {2, 6, 128, 128, 3, DType::kF32},
+          {1, 3, 128, 64, 7, DType::kBF16},
+          {4, 4, 64, 128, 17, DType::kF32},
+          {16, 32, 128, 128, 5, DType::kBF16}};
+}
+
+GdnOptions ChainCaseOptions(const ChainCase& c, StateDType state, StateRounding rounding,
+                            GatingMode gating) {
+  GdnOptions o;
+  o.shape = {c.hqk, c.hv, c.k, c.v};
+  o.input_dtype = c.input;
+  o.state_dtype = state;
+  o.state_rounding = rounding;
+  o.gating = gating;
+  return o;
+}
+
 absl::StatusOr<ChainComparison> RunRoundTripChain(Backend& backend, const GdnOptions& options,
                                                   const oracle::Inputs& in, int per_call,
                                                   EntryPoint entry) {

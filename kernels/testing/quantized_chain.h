@@ -48,12 +48,31 @@ double StepOBar(DType out);
 // float64 straddle a code boundary (a few in 10^6 elements); a wrong rounding
 // mode or random stream moves a large fraction of all codes.
 inline constexpr double kStepFlipBar = 1e-3;
-// The chain's drift bars (the tests' own, in L2) times this: one rounding
-// that went the other way perturbs its column at the next step, and each
-// perturbed element may round the other way in turn, so on a small state
-// (2 heads of 64 x 64) the drift has a long tail; over 200 fresh seeds per
-// case on the cpu backend it reached 0.93 of the former bars.
+// The chain's drift bars in L2. o: the output dtype's rounding (1.6e-3 for
+// 16-bit activations, 1e-4 for fp32) plus the rare state element rounded the
+// other way (one step: 1/127 of its group's max for int8, 1/16 - 1/8 of
+// itself for fp8) over its decay memory; the state: those elements alone.
+double ChainOBar(const GdnOptions& options);
+double ChainStateBar(StateDType state);
+// The drift bars above times this: one rounding that went the other way
+// perturbs its column at the next step, and each perturbed element may
+// round the other way in turn, so on a small state (2 heads of 64 x 64) the
+// drift has a long tail; over 200 fresh seeds per case on the cpu backend it
+// reached 0.93 of the bars (gdn-chain-bars).
 inline constexpr double kChainMargin = 2.0;
+
+// The decode chains of the device test (tests/gpu/quantized_state_test.cc)
+// and of gdn-chain-bars: awkward batch sizes and shapes, bf16 and fp32
+// activations; each run with int8 and fp8 pages, both roundings and both
+// gatings, one token per call over 12 tokens.
+struct ChainCase {
+  int hqk, hv, k, v, batch;
+  DType input;
+};
+std::vector<ChainCase> DecodeChainCases();
+inline constexpr int kDecodeChainTokens = 12;
+GdnOptions ChainCaseOptions(const ChainCase& c, StateDType state, StateRounding rounding,
+                            GatingMode gating);
 
 // `inputs`: B sequences of n tokens each (sequence-major, initial states as
 // given); `tokens_per_call` (1..8) tokens of each sequence per Decode call

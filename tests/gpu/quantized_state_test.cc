@@ -39,13 +39,9 @@ GdnOptions Options(int hqk, int hv, int k, int v, DType in, StateDType st, State
   return o;
 }
 
-// As cpu_backend_quant_test.cc: o carries the output dtype's rounding and the
-// rare state element rounded the other way; the state those elements.
-double OBar(const GdnOptions& o) {
-  const double out = o.input_dtype == DType::kF32 ? 1e-4 : 1.6e-3;
-  return out + (o.state_dtype == StateDType::kInt8 ? 1.5e-3 : 3.5e-3);
-}
-double StateBar(StateDType st) { return st == StateDType::kInt8 ? 3e-3 : 1e-2; }
+// The bars of the cpu backend's tests (kernels/testing/quantized_chain.h).
+double OBar(const GdnOptions& o) { return testing::ChainOBar(o); }
+double StateBar(StateDType st) { return testing::ChainStateBar(st); }
 
 // Each step from the pages the device read: o to the output's rounding and
 // few roundings the other way (kernels/testing/quantized_chain.h). The
@@ -90,21 +86,17 @@ class QuantizedStateTest : public CudaBackendTest {
 // both dtypes, roundings and gatings, bf16 and fp32 activations.
 TEST_F(QuantizedStateTest, DecodeChainsFollowTheRoundTripOracle) {
   cuda()->set_prefill_kernel(cuda::PrefillKernel::kRecurrent);
-  struct Case { int hqk, hv, k, v, batch; };
-  const Case cases[] = {{1, 2, 64, 64, 1}, {2, 6, 128, 128, 3}, {1, 3, 128, 64, 7},
-                        {4, 4, 64, 128, 17}, {16, 32, 128, 128, 5}};
   struct { double flips = 0, step_o = 0, o = 0, state = 0; } worst;
-  for (const Case& c : cases) {
+  for (const testing::ChainCase& c : testing::DecodeChainCases()) {
     for (StateDType st : {StateDType::kInt8, StateDType::kFP8}) {
       for (StateRounding r : {StateRounding::kNearest, StateRounding::kStochastic}) {
         for (GatingMode gating : {GatingMode::kDirect, GatingMode::kFused}) {
-          const DType in = (&c - cases) % 2 == 1 ? DType::kF32 : DType::kBF16;
-          const GdnOptions options = Options(c.hqk, c.hv, c.k, c.v, in, st, r, gating);
+          const GdnOptions options = testing::ChainCaseOptions(c, st, r, gating);
           const uint64_t seed = FreshSeed();
           SCOPED_TRACE(absl::StrCat("seed ", seed, " batch ", c.batch, " ",
                                     DescribeOptions(options)));
           const oracle::Inputs inputs = testing::MakeRandomInputs(
-              options, std::vector<int>(c.batch, 12), seed, true);
+              options, std::vector<int>(c.batch, testing::kDecodeChainTokens), seed, true);
           absl::StatusOr<ChainComparison> got =
               testing::RunRoundTripChain(*backend_, options, inputs, 1, EntryPoint::kDecode);
           ASSERT_TRUE(got.ok()) << got.status();
