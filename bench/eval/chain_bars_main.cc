@@ -19,50 +19,44 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "kernels/backend.h"
 #include "kernels/gdn_types.h"
 #include "kernels/testing/gdn_test_inputs.h"
 #include "kernels/testing/quantized_chain.h"
 
+ABSL_FLAG(std::string, backend, "cpu", "cpu or cuda");
+ABSL_FLAG(int, seeds, 100, "seeds per combination (>= 1)");
+ABSL_FLAG(uint64_t, first_seed, 1, "the first seed");
+ABSL_FLAG(std::vector<std::string>, cases, std::vector<std::string>({"0", "1", "2", "3", "4"}),
+          "indices into DecodeChainCases()");
+
 namespace gdn::testing {
 namespace {
 
 struct Flags {
-  std::string backend = "cpu";
-  int seeds = 100;
-  uint64_t first_seed = 1;
-  std::vector<int> cases = {0, 1, 2, 3, 4};
+  std::string backend;
+  int seeds = 0;
+  uint64_t first_seed = 0;
+  std::vector<int> cases;
 };
 
-bool ParseFlags(int argc, char** argv, Flags* f) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const size_t eq = arg.find('=');
-    const std::string name = arg.substr(0, eq);
-    const std::string value = eq == std::string::npos ? "" : arg.substr(eq + 1);
-    if (name == "--backend") {
-      f->backend = value;
-    } else if (name == "--seeds") {
-      if (!absl::SimpleAtoi(value, &f->seeds) || f->seeds < 1) return false;
-    } else if (name == "--first_seed") {
-      if (!absl::SimpleAtoi(value, &f->first_seed)) return false;
-    } else if (name == "--cases") {
-      f->cases.clear();
-      for (absl::string_view c : absl::StrSplit(value, ',')) {
-        int index = 0;
-        if (!absl::SimpleAtoi(c, &index) || index < 0 ||
-            index >= static_cast<int>(DecodeChainCases().size())) {
-          return false;
-        }
-        f->cases.push_back(index);
-      }
-    } else {
+bool ReadFlags(Flags* f) {
+  f->backend = absl::GetFlag(FLAGS_backend);
+  f->seeds = absl::GetFlag(FLAGS_seeds);
+  f->first_seed = absl::GetFlag(FLAGS_first_seed);
+  for (const std::string& c : absl::GetFlag(FLAGS_cases)) {
+    int index = 0;
+    if (!absl::SimpleAtoi(c, &index) || index < 0 ||
+        index >= static_cast<int>(DecodeChainCases().size())) {
       return false;
     }
+    f->cases.push_back(index);
   }
-  return f->backend == "cpu" || f->backend == "cuda";
+  return f->seeds >= 1 && (f->backend == "cpu" || f->backend == "cuda");
 }
 
 // The largest ratio of each figure to its test bar over the seeds.
@@ -141,11 +135,13 @@ int Run(const Flags& flags) {
 }  // namespace gdn::testing
 
 int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "gdn-chain-bars [--backend=cpu|cuda] [--seeds=N] [--first_seed=S] [--cases=0,1,2,3,4]");
+  absl::ParseCommandLine(argc, argv);
   gdn::testing::Flags flags;
-  if (!gdn::testing::ParseFlags(argc, argv, &flags)) {
-    std::fprintf(stderr,
-                 "usage: gdn-chain-bars [--backend=cpu|cuda] [--seeds=N] [--first_seed=S] "
-                 "[--cases=0,1,2,3,4]\n");
+  if (!gdn::testing::ReadFlags(&flags)) {
+    std::fprintf(stderr, "bad flags: --backend cpu or cuda, --seeds >= 1, --cases 0..%zu\n",
+                 gdn::testing::DecodeChainCases().size() - 1);
     return 2;
   }
   return gdn::testing::Run(flags);
