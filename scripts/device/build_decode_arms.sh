@@ -9,7 +9,8 @@
 # /tmp/decode_arms) serve every arm in turn, so each arm after the first
 # recompiles only the kernel files that differ. Each decode_bench (or each
 # of ARM_TARGETS, e.g. ARM_TARGETS="gdn-chain-bars quantized_state_test" for
-# scripts/device/chain_bars_visit.sh) lands stripped in .bundle/<arm>/ with
+# scripts/device/chain_bars_visit.sh; a library target such as gdn_capi
+# as lib<target>.so) lands stripped in .bundle/<arm>/ with
 # its commit in .bundle/<arm>/COMMIT; run it
 # after scripts/device/bundle.sh (which recreates .bundle/), then pack as
 # bundle.sh does when the bundle is over the carry limit:
@@ -42,9 +43,10 @@ for arm in "$@"; do
   mkdir -p "$ROOT/.bundle/$name"
   for t in $TARGETS; do
     f=$(find "$BUILD/bench" "$BUILD/tests" -type f -name "$t" | head -1)
+    [ -n "$f" ] || f=$(find "$BUILD" -type f -name "lib$t.so" | head -1)  # e.g. gdn_capi
     [ -n "$f" ] || { echo "$name: no build output for $t" >&2; exit 1; }
     cp "$f" "$ROOT/.bundle/$name/"
-    strip --strip-debug "$ROOT/.bundle/$name/$t"
+    strip --strip-debug "$ROOT/.bundle/$name/$(basename "$f")"
   done
   echo "commit $commit ($rev)" > "$ROOT/.bundle/$name/COMMIT"
   echo "$name: $(cat "$ROOT/.bundle/$name/COMMIT")"
