@@ -16,6 +16,13 @@
 #
 # Everything goes to ONE file, $OUT/prefill_route.log (and the benchmark's
 # rows to $OUT/prefill_route.json).
+#
+# A same-run A/B against another build: BEFORE_CAPI=path/to/libgdn_capi.so
+# (e.g. .bundle/before/libgdn_capi.so from build_decode_arms.sh
+# ARM_TARGETS=gdn_capi) times the same rows with it and then with the bundle's
+# again, without the reference (ROUTE_AB_S each, default 60): rows to
+# $OUT/before/ and $OUT/after2/, the ROUTE lines to the log. EXTRA_TESTS: more
+# bundled gtest binaries to run first (e.g. fused_chunk_test).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-/tmp/gdn_out}
@@ -54,6 +61,7 @@ run_test() {
   cat "$tmp" >> "$LOG"
 }
 
+for t in ${EXTRA_TESTS:-}; do run_test "$t" 180; done
 run_test span_plan_test 30
 run_test chunked_prefill_spans_test 180
 run_test chunked_prefill_route_test 180
@@ -101,6 +109,20 @@ if [ -f "$B/libgdn_capi.so" ]; then
   cat /tmp/route_bench.txt >> "$LOG"
 else
   echo "route_bench: libgdn_capi.so not bundled" | tee -a "$LOG"
+fi
+if [ -n "${BEFORE_CAPI:-}" ] && [ -f "$B/libgdn_capi.so" ]; then
+  # before, then the bundle again: a drift of the machine shows as after !=
+  # after2.
+  for arm in before after2; do
+    capi=$B/libgdn_capi.so
+    [ "$arm" = before ] && capi=$BEFORE_CAPI
+    say "route_bench $arm: $capi (budget ${ROUTE_AB_S:-60} s, no reference)"
+    PYTHONUNBUFFERED=1 timeout $(( ${ROUTE_AB_S:-60} + 30 )) python3 bench/prefill/route_bench.py \
+      --capi "$capi" --out "$OUT/$arm" --budget-s "${ROUTE_AB_S:-60}" --no-fla --ref-len 0 \
+      ${ROUTE_ROWS:+--rows "$ROUTE_ROWS"} > "/tmp/route_bench_$arm.txt" 2>&1
+    echo "route_bench $arm: rc $?" | tee -a "$LOG"
+    grep -E "^ROUTE|Error|error" "/tmp/route_bench_$arm.txt" | head -20 | tee -a "$LOG"
+  done
 fi
 
 # PROFILE=1: ncu on v8's two kernels at 16/32 4 x 8192 (route_bench row 0,
