@@ -11,6 +11,7 @@
 # (ROUTE_BENCH_S, default 110, bounds the benchmark).
 #
 #   bash scripts/device/bundle.sh chunked_prefill_route_test chunked_prefill_test \
+#       chunked_prefill_checkpoints_test \
 #       chunked_prefill_spans_test span_plan_test server_cuda_test gdn_capi
 #   run carry [".bundle", ".whl"] command "bash scripts/device/prefill_route_visit.sh"
 #
@@ -66,6 +67,7 @@ run_test span_plan_test 30
 run_test chunked_prefill_spans_test 180
 run_test chunked_prefill_route_test 180
 run_test chunked_prefill_test 120
+run_test chunked_prefill_checkpoints_test 120
 run_test server_cuda_test 60
 
 say "memcheck: the router's shared workspace (timeout 60)"
