@@ -23,7 +23,10 @@
 # ARM_TARGETS=gdn_capi) times the same rows with it and then with the bundle's
 # again, without the reference (ROUTE_AB_S each, default 60): rows to
 # $OUT/before/ and $OUT/after2/, the ROUTE lines to the log. EXTRA_TESTS: more
-# bundled gtest binaries to run first (e.g. fused_chunk_test).
+# bundled gtest binaries to run first (e.g. fused_chunk_test). SKIP_TESTS=1:
+# the benchmarks alone (no tests, no sanitizers). SPAN_SAN_FILTER: the span
+# tests that memcheck and racecheck run (default the unusable-pages and
+# uncut-call cases).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-/tmp/gdn_out}
@@ -62,6 +65,7 @@ run_test() {
   cat "$tmp" >> "$LOG"
 }
 
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
 for t in ${EXTRA_TESTS:-}; do run_test "$t" 180; done
 run_test span_plan_test 30
 run_test chunked_prefill_spans_test 180
@@ -86,13 +90,15 @@ if [ -n "$SAN" ] && [ -x "$B/chunked_prefill_spans_test" ]; then
   for tool in memcheck racecheck; do
     say "$tool: the span path (timeout 90)"
     timeout 90 "$SAN" --tool "$tool" --error-exitcode 3 "$B/chunked_prefill_spans_test" \
-      --gtest_filter='*UnusablePages*:*CallsItDoesNotCut*' > "/tmp/spans_$tool.txt" 2>&1
+      --gtest_filter="${SPAN_SAN_FILTER:-*UnusablePages*:*CallsItDoesNotCut*}" \
+      > "/tmp/spans_$tool.txt" 2>&1
     rc=$?
     echo "$tool (spans): rc $rc $(grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "/tmp/spans_$tool.txt" | tr '\n' ' ')" | tee -a "$LOG"
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "/tmp/spans_$tool.txt" | tee -a "$LOG"
     [ $rc = 0 ] || grep -E "Invalid|Address|at 0x|by thread|rror|hazard" "/tmp/spans_$tool.txt" | head -30 >> "$LOG"
   done
 fi
+fi  # SKIP_TESTS
 
 say "route_bench: routed vs v7 vs v8 (vs FLA) on FlashQLA's rows (budget ${ROUTE_BENCH_S:-110} s)"
 if ls .whl/fla_core-*.whl > /dev/null 2>&1; then
