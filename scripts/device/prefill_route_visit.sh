@@ -66,38 +66,38 @@ run_test() {
 }
 
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
-for t in ${EXTRA_TESTS:-}; do run_test "$t" 180; done
-run_test span_plan_test 30
-run_test chunked_prefill_spans_test 180
-run_test chunked_prefill_route_test 180
-run_test chunked_prefill_test 120
-run_test chunked_prefill_checkpoints_test 120
-run_test server_cuda_test 60
+  for t in ${EXTRA_TESTS:-}; do run_test "$t" 180; done
+  run_test span_plan_test 30
+  run_test chunked_prefill_spans_test 180
+  run_test chunked_prefill_route_test 180
+  run_test chunked_prefill_test 120
+  run_test chunked_prefill_checkpoints_test 120
+  run_test server_cuda_test 60
 
-say "memcheck: the router's shared workspace (timeout 60)"
-SAN=$(command -v compute-sanitizer || find /usr/local -maxdepth 3 -name compute-sanitizer -type f 2>/dev/null | head -1)
-if [ -n "$SAN" ] && [ -x "$B/chunked_prefill_route_test" ]; then
-  timeout 60 "$SAN" --tool memcheck --error-exitcode 3 "$B/chunked_prefill_route_test" \
-    --gtest_filter='*AlternatingGenerations*' > /tmp/route_memcheck.txt 2>&1
-  rc=$?
-  echo "memcheck: rc $rc $(grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\] [0-9]+ test' /tmp/route_memcheck.txt | tr '\n' ' ')" | tee -a "$LOG"
-  grep -E "ERROR SUMMARY" /tmp/route_memcheck.txt | tee -a "$LOG"
-  [ $rc = 0 ] || grep -E "Invalid|Address|at 0x|by thread|rror" /tmp/route_memcheck.txt | head -30 >> "$LOG"
-else
-  echo "memcheck: skipped (no compute-sanitizer or no test binary)" | tee -a "$LOG"
-fi
-if [ -n "$SAN" ] && [ -x "$B/chunked_prefill_spans_test" ]; then
-  for tool in memcheck racecheck; do
-    say "$tool: the span path (timeout 90)"
-    timeout 90 "$SAN" --tool "$tool" --error-exitcode 3 "$B/chunked_prefill_spans_test" \
-      --gtest_filter="${SPAN_SAN_FILTER:-*UnusablePages*:*CallsItDoesNotCut*}" \
-      > "/tmp/spans_$tool.txt" 2>&1
+  say "memcheck: the router's shared workspace (timeout 60)"
+  SAN=$(command -v compute-sanitizer || find /usr/local -maxdepth 3 -name compute-sanitizer -type f 2>/dev/null | head -1)
+  if [ -n "$SAN" ] && [ -x "$B/chunked_prefill_route_test" ]; then
+    timeout 60 "$SAN" --tool memcheck --error-exitcode 3 "$B/chunked_prefill_route_test" \
+      --gtest_filter='*AlternatingGenerations*' > /tmp/route_memcheck.txt 2>&1
     rc=$?
-    echo "$tool (spans): rc $rc $(grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "/tmp/spans_$tool.txt" | tr '\n' ' ')" | tee -a "$LOG"
-    grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "/tmp/spans_$tool.txt" | tee -a "$LOG"
-    [ $rc = 0 ] || grep -E "Invalid|Address|at 0x|by thread|rror|hazard" "/tmp/spans_$tool.txt" | head -30 >> "$LOG"
-  done
-fi
+    echo "memcheck: rc $rc $(grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\] [0-9]+ test' /tmp/route_memcheck.txt | tr '\n' ' ')" | tee -a "$LOG"
+    grep -E "ERROR SUMMARY" /tmp/route_memcheck.txt | tee -a "$LOG"
+    [ $rc = 0 ] || grep -E "Invalid|Address|at 0x|by thread|rror" /tmp/route_memcheck.txt | head -30 >> "$LOG"
+  else
+    echo "memcheck: skipped (no compute-sanitizer or no test binary)" | tee -a "$LOG"
+  fi
+  if [ -n "$SAN" ] && [ -x "$B/chunked_prefill_spans_test" ]; then
+    for tool in memcheck racecheck; do
+      say "$tool: the span path (timeout 90)"
+      timeout 90 "$SAN" --tool "$tool" --error-exitcode 3 "$B/chunked_prefill_spans_test" \
+        --gtest_filter="${SPAN_SAN_FILTER:-*UnusablePages*:*CallsItDoesNotCut*}" \
+        > "/tmp/spans_$tool.txt" 2>&1
+      rc=$?
+      echo "$tool (spans): rc $rc $(grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "/tmp/spans_$tool.txt" | tr '\n' ' ')" | tee -a "$LOG"
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "/tmp/spans_$tool.txt" | tee -a "$LOG"
+      [ $rc = 0 ] || grep -E "Invalid|Address|at 0x|by thread|rror|hazard" "/tmp/spans_$tool.txt" | head -30 >> "$LOG"
+    done
+  fi
 fi  # SKIP_TESTS
 
 say "route_bench: routed vs v7 vs v8 (vs FLA) on FlashQLA's rows (budget ${ROUTE_BENCH_S:-110} s)"
