@@ -43,7 +43,7 @@ CUresult EncodeTileMap(CUtensorMap* map, CUtensorMapDataType dtype, const uint16
   return EncodeTensorMap2D(map, dtype, base, rows, 64, 128, 64, 64, TmaSwizzle::k128B);
 }
 
-template <typename In, bool kWHiLo>
+template <typename In, bool kWHiLo, bool kWithO>
 cudaError_t LaunchFused(const ChunkArgs& args, const TPrepWorkspace& ws, int64_t total_tokens,
                         const void* zero_v, cudaStream_t stream) {
   const CUtensorMapDataType dtype = std::is_same_v<In, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
@@ -68,7 +68,7 @@ cudaError_t LaunchFused(const ChunkArgs& args, const TPrepWorkspace& ws, int64_t
   for (const CUresult r : results) {
     if (r != CUDA_SUCCESS) return cudaErrorInvalidValue;
   }
-  auto* kernel = &FusedChunkKernel<In, kWHiLo>;
+  auto* kernel = &FusedChunkKernel<In, kWHiLo, kWithO>;
   constexpr int kBytes = FusedChunkSmem::kBytes;
   if (cudaError_t e =
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
@@ -129,13 +129,21 @@ cudaError_t LaunchFusedChunkPrefill(const ChunkArgs& args, int head_dim_k, int h
   if (!(options.stages & 2)) return cudaSuccess;
   const bool hi_lo = options.w_hi_lo;
   const void* zv = options.zero_v;
+  // No o (the span path's phase 1): the state-only form, compiled for the
+  // default W' hi + lo only (with W' in one Op part the full form runs and
+  // skips its o stores).
+  const bool state_only = args.o == nullptr && hi_lo;
   switch (args.io_dtype) {
     case DType::kBF16:
-      return hi_lo ? LaunchFused<__nv_bfloat16, true>(args, ws, total_tokens, zv, stream)
-                   : LaunchFused<__nv_bfloat16, false>(args, ws, total_tokens, zv, stream);
+      if (state_only) {
+        return LaunchFused<__nv_bfloat16, true, false>(args, ws, total_tokens, zv, stream);
+      }
+      return hi_lo ? LaunchFused<__nv_bfloat16, true, true>(args, ws, total_tokens, zv, stream)
+                   : LaunchFused<__nv_bfloat16, false, true>(args, ws, total_tokens, zv, stream);
     case DType::kF16:
-      return hi_lo ? LaunchFused<__half, true>(args, ws, total_tokens, zv, stream)
-                   : LaunchFused<__half, false>(args, ws, total_tokens, zv, stream);
+      if (state_only) return LaunchFused<__half, true, false>(args, ws, total_tokens, zv, stream);
+      return hi_lo ? LaunchFused<__half, true, true>(args, ws, total_tokens, zv, stream)
+                   : LaunchFused<__half, false, true>(args, ws, total_tokens, zv, stream);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -68,7 +68,9 @@ cudaError_t FusedChunkSupports(const ChunkArgs& args, int head_dim_k, int head_d
 // FusedChunkWorkspaceBytes(...) bytes, 256-byte aligned. Page ids outside
 // the pool (other than kZeroStatePage as an initial page): that sequence's
 // o is NaN and no page is written. args.o null: no o is written (the span
-// path's runs that only want end states). Returns the first error.
+// path's runs that only want end states); with options.w_hi_lo (the
+// default) the state-only instance runs, which loads no q or P and forms
+// no O. Returns the first error.
 cudaError_t LaunchFusedChunkPrefill(const ChunkArgs& args, int head_dim_k, int head_dim_v,
                                     int64_t total_tokens, void* workspace,
                                     size_t workspace_bytes, cudaStream_t stream,

@@ -59,6 +59,11 @@ struct FusedChunkSmem {
   static constexpr uint32_t kGates = 73728;  // eg +0, ed +256, rq +512, rk +768
   static constexpr uint32_t kStageBytes = 74752;
   static constexpr uint32_t kTxBytes = 74752;  // every byte of a stage comes by TMA
+  // Bytes a chunk's loads bring: all of a stage, or without q (2 x 8 KB) and
+  // P (8 KB) for the state-only form (FusedChunkKernel<..., kWithO = false>).
+  static constexpr __host__ __device__ uint32_t TxBytes(bool with_o) {
+    return with_o ? kTxBytes : kTxBytes - 2 * 8192 - 8192;
+  }
   static constexpr uint32_t kOut = kFusedStages * kStageBytes;  // + 8192 w
   static constexpr uint32_t kBytes = kOut + 2 * 8192 + 1024;     // + alignment slack
   static_assert(kStageBytes % 1024 == 0, "stages 1024-aligned");
@@ -99,8 +104,8 @@ __device__ __forceinline__ uint32_t TransTileRow(uint32_t tile, int p2, int warp
 
 // AccToFragmentA (wgmma.cuh) in two parts: hi = the Op rounding of d, lo =
 // the Op rounding of d - hi (d ~ hi + lo to ~2^-16 relative for bf16).
-template <typename Op>
-__device__ __forceinline__ void AccToFragmentAHiLo(const float (&d)[64], int kk,
+template <typename Op, int kAccRegs>
+__device__ __forceinline__ void AccToFragmentAHiLo(const float (&d)[kAccRegs], int kk,
                                                    uint32_t (&hi)[4], uint32_t (&lo)[4]) {
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
@@ -179,15 +184,18 @@ __device__ __forceinline__ void ConsumerBarrier(int w) {
 // it (the 128-byte swizzle only permutes a row's 16-byte chunks). Then a
 // proxy fence (wgmma reads through the async proxy) and named barrier 3 over
 // both consumer warpgroups. Only flagged tiles and sequences' last chunks
-// come here.
-template <typename Op>
+// come here. kWithQ false (the state-only form, which loads no q): the q rows
+// are left alone.
+template <typename Op, bool kWithQ = true>
 __device__ __forceinline__ void FixTileRows(uint8_t* stage_smem, const float* gates, int L, int w,
                                             int t) {
   const int j = t >> 1;
   const bool is_q = (t & 1) != 0;
   uint4* row = reinterpret_cast<uint4*>(stage_smem + FusedChunkSmem::kQk + 16384 * w +
                                         (is_q ? 8192 : 0) + 128 * j);
-  if (j >= L) {
+  if (!kWithQ && is_q) {
+    // nothing: this tile was not loaded
+  } else if (j >= L) {
 #pragma unroll
     for (int e = 0; e < 8; ++e) row[e] = make_uint4(0u, 0u, 0u, 0u);
   } else if (gates[(is_q ? 128 : 192) + j] < 0.f) {  // rq at +128, rk at +192 floats
