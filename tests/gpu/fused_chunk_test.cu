@@ -251,7 +251,8 @@ TEST(FusedChunkPages, BadPageIdTouchesNoPage) {
   EXPECT_EQ(unwritten1, 0);
 }
 
-// Later steps of the design are refused before any launch.
+// Later steps of the design are refused before any launch; every page dtype
+// is taken.
 TEST(FusedChunkLaunch, RefusesUnsupported) {
   if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
   ChunkArgs args;
@@ -262,11 +263,13 @@ TEST(FusedChunkLaunch, RefusesUnsupported) {
   EXPECT_EQ(FusedChunkSupports(args, 128, 128), cudaSuccess);
   EXPECT_EQ(FusedChunkSupports(args, 64, 128), cudaErrorNotSupported);
   EXPECT_EQ(FusedChunkSupports(args, 128, 64), cudaErrorNotSupported);
-  args.state_dtype = StateDType::kInt8;
-  EXPECT_EQ(LaunchFusedChunkPrefill(args, 128, 128, 0, nullptr, 0, nullptr),
-            cudaErrorNotSupported);
-  args.state_dtype = StateDType::kFP8;
-  EXPECT_EQ(FusedChunkSupports(args, 128, 128), cudaErrorNotSupported);
+  // Every state dtype is taken (int8 / fp8: chunked_prefill_route_test's
+  // QuantizedPagesThroughV8 runs them against the oracle).
+  for (StateDType st : {StateDType::kF32, StateDType::kBF16, StateDType::kInt8,
+                        StateDType::kFP8}) {
+    args.state_dtype = st;
+    EXPECT_EQ(FusedChunkSupports(args, 128, 128), cudaSuccess) << StateDTypeName(st);
+  }
   args.state_dtype = StateDType::kBF16;
   args.checkpoint_interval = 64;
   EXPECT_EQ(FusedChunkSupports(args, 128, 128), cudaErrorNotSupported);

@@ -91,9 +91,6 @@ cudaError_t FusedChunkSupports(const ChunkArgs& args, int head_dim_k, int head_d
     return cudaErrorInvalidValue;
   }
   if (head_dim_k != 128 || head_dim_v != 128) return cudaErrorNotSupported;
-  if (args.state_dtype != StateDType::kF32 && args.state_dtype != StateDType::kBF16) {
-    return cudaErrorNotSupported;
-  }
   if (args.checkpoint_interval != 0) return cudaErrorNotSupported;
   if (args.num_qk_heads <= 0 || args.num_v_heads <= 0 ||
       args.num_v_heads % args.num_qk_heads != 0 ||

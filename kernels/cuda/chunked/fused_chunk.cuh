@@ -3,7 +3,8 @@
 // sequence's 64-token chunks in order with the state S^T in registers, and
 // reads the per-chunk factors T'' (hi + lo), P and the gate vectors that
 // TPrep (tprep.cuh) wrote into the workspace (tprep_args.h) by TMA.
-// K = V = 128, bf16 or fp16 inputs (Op = the input type), fp32 or bf16 pages.
+// K = V = 128, bf16 or fp16 inputs (Op = the input type), pages of any state
+// dtype (int8 / fp8 with their column-pair scales, fused_chunk_tiles.cuh).
 //
 // ---- Roles (384 threads, three warpgroups) -----------------------------------
 //   WG 0  producer (setmaxnreg 40): thread 0 issues every TMA load of a
@@ -368,7 +369,9 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
     }
   }
 
-  if (pages_ok) StoreStateRows<K, V>(s, args, fp, h, row0, t);
+  // The last token's gates salt a stochastic int8 / fp8 store (every
+  // sequence has a token: ValidateParams).
+  if (pages_ok) StoreStateRows<K, V>(s, args, fp, h, row0, t, seq_end - 1);
 }
 
 }  // namespace gdn::cuda::chunked

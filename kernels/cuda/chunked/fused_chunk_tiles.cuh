@@ -27,9 +27,11 @@
 
 #include "kernels/cuda/chunked/chunk_args.h"
 #include "kernels/cuda/chunked/mma_16bit.cuh"
+#include "kernels/cuda/chunked/page_element.cuh"
 #include "kernels/cuda/common/page_ids.cuh"
 #include "kernels/cuda/common/wgmma.cuh"
 #include "kernels/gdn_types.h"
+#include "kernels/state_quant.h"
 
 namespace gdn::cuda::chunked {
 
@@ -122,33 +124,98 @@ __device__ __forceinline__ uint64_t DescKMajor(uint32_t block, int kk) {
 }
 
 // S^T [64 rows of this WG][K] from the initial page (head h; element (d, e)
-// of the page at h K V + d V + e, e = V column = S^T row); zero for
-// kZeroStatePage, NaN when the page ids are not usable.
+// of the page at h K V + d V + e, e = V column = S^T row), in any page dtype
+// (page_element.cuh); zero for kZeroStatePage, NaN when the page ids are not
+// usable.
 template <int K, int V>
 __device__ __forceinline__ void LoadStateRows(float (&s)[64], const ChunkArgs& args, int ip,
                                               bool pages_ok, int h, int row0, int t) {
   const char* page = nullptr;
   if (pages_ok && ip != kZeroStatePage) page = args.pool_base + ip * args.page_bytes;
   const int64_t head = static_cast<int64_t>(h) * K * V;
+  const int64_t codes_bytes = static_cast<int64_t>(args.num_v_heads) * K * V;  // int8 / fp8
 #pragma unroll
   for (int i = 0; i < 64; ++i) {
-    const int64_t at = head + static_cast<int64_t>(AccCol(t, i)) * V + row0 + AccRow(t, i);
+    const int e = row0 + AccRow(t, i);
+    const int64_t at = head + static_cast<int64_t>(AccCol(t, i)) * V + e;
     float x = 0.f;
     if (!pages_ok) {
       x = __int_as_float(0x7fc00000);
     } else if (page != nullptr) {
-      x = args.state_dtype == StateDType::kF32
-              ? reinterpret_cast<const float*>(page)[at]
-              : __bfloat162float(reinterpret_cast<const bf16*>(page)[at]);
+      x = PageElement(page, args.state_dtype, at, codes_bytes, static_cast<int64_t>(h) * V + e);
     }
     s[i] = x;
   }
 }
 
+// int8 / fp8 store of this WG's S^T rows (kernels/state_quant.h, the same
+// arithmetic as v7's StoreQuantStatePage): thread t holds V columns e_lo =
+// row0 + AccRow(t, 0) and e_lo + 8, each over the 32 K rows AccCol(t, i);
+// the 4 lanes of a group (tig) hold all 128 K of those columns, and lane ^ 4
+// the other column of each scale pair (e ^ 1). So max |x| of a pair is
+// three shuffles away (xor 1, 2, 4): no shared memory, no barrier. Codes go
+// out one byte each (the final state is stored once per sequence), scales
+// from the lanes of even groups with tig 0. last_token: the state's last
+// token, whose gates salt stochastic rounding.
+template <int K, int V>
+__device__ __forceinline__ void StoreQuantStateRows(const float (&s)[64], const ChunkArgs& args,
+                                                    char* page, int h, int row0, int t,
+                                                    int64_t last_token) {
+  static_assert(kStateScaleCols == 2, "a column pair per scale: lanes 4 apart");
+  const int lane = t & 31;
+  uint32_t m[2] = {0u, 0u};  // [0]: column e_lo, [1]: e_lo + 8
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {
+    const int half = (i >> 1) & 1;
+    m[half] = max(m[half], quant::AbsBits(s[i]));
+  }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+#pragma unroll
+    for (int offset = 1; offset <= 4; offset *= 2) {
+      m[half] = max(m[half], __shfl_xor_sync(0xffffffffu, m[half], offset));
+    }
+  }
+  const bool int8 = args.state_dtype == StateDType::kInt8;
+  const bool stochastic = args.stochastic_rounding;
+  uint32_t salt = 0;
+  if (stochastic) {
+    const int64_t gi = last_token * args.num_v_heads + h;
+    salt = args.fused_gating ? quant::RoundingSalt(args.a[gi], args.b[gi])
+                             : quant::RoundingSalt(args.g[gi], args.beta[gi]);
+  }
+  const float qmax = int8 ? quant::kInt8Max : quant::kFp8Max;
+  const quant::GroupScale gs[2] = {quant::GroupScaleFor(m[0], qmax),
+                                   quant::GroupScaleFor(m[1], qmax)};
+  const int64_t head = static_cast<int64_t>(h) * K * V;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {
+    const int half = (i >> 1) & 1;
+    const int64_t at = head + static_cast<int64_t>(AccCol(t, i)) * V + row0 + AccRow(t, i);
+    const uint32_t bits = stochastic ? quant::ElementBits(salt, static_cast<uint32_t>(at)) : 0u;
+    page[at] = int8 ? static_cast<char>(quant::EncodeInt8(s[i], gs[half].inv, stochastic, bits))
+                    : static_cast<char>(quant::EncodeFp8(s[i], gs[half].inv, stochastic, bits));
+  }
+  if ((lane & 7) == 0) {  // tig 0 of an even group: e_lo even
+    float* scales = reinterpret_cast<float*>(page + static_cast<int64_t>(args.num_v_heads) * K * V);
+    const int64_t pair = (static_cast<int64_t>(h) * V + row0 + AccRow(t, 0)) / kStateScaleCols;
+    scales[pair] = gs[0].scale;
+    scales[pair + 8 / kStateScaleCols] = gs[1].scale;  // column e_lo + 8
+  }
+}
+
+// S^T rows into the final page (any page dtype; int8 / fp8 through
+// StoreQuantStateRows). Every consumer thread calls it (the quantized store
+// shuffles within warps).
 template <int K, int V>
 __device__ __forceinline__ void StoreStateRows(const float (&s)[64], const ChunkArgs& args,
-                                               int fp, int h, int row0, int t) {
+                                               int fp, int h, int row0, int t,
+                                               int64_t last_token) {
   char* page = args.pool_base + static_cast<int64_t>(fp) * args.page_bytes;
+  if (IsQuantizedState(args.state_dtype)) {
+    StoreQuantStateRows<K, V>(s, args, page, h, row0, t, last_token);
+    return;
+  }
   const int64_t head = static_cast<int64_t>(h) * K * V;
 #pragma unroll
   for (int i = 0; i < 64; ++i) {

@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/chunked/chunk_args.h"
 #include "kernels/cuda/chunked/mma_16bit.cuh"
+#include "kernels/cuda/chunked/page_element.cuh"
 #include "kernels/cuda/common/page_ids.cuh"
 #include "kernels/cuda/common/vector_access.cuh"
 #include "kernels/gdn_params.h"
@@ -109,27 +110,6 @@ __device__ __forceinline__ bool PagesOk(const ChunkArgs& args, int n) {
     ok &= GDN_PAGE_IN_POOL_OR_ZERO(id, args.num_pages);
   }
   return ok;
-}
-
-// Element `at` of a page of `dtype` as fp32; int8 / fp8 codes times the
-// scale of their column pair (kernels/state_quant.h: fp32 scales [Hv, V / 2]
-// after the [Hv, K, V] codes; `col` = h * V + the column).
-__device__ __forceinline__ float PageElement(const char* page, StateDType dtype, int64_t at,
-                                             int64_t codes_bytes, int64_t col) {
-  switch (dtype) {
-    case StateDType::kF32: return reinterpret_cast<const float*>(page)[at];
-    case StateDType::kBF16: return __bfloat162float(reinterpret_cast<const bf16*>(page)[at]);
-    case StateDType::kInt8:
-    case StateDType::kFP8: {
-      const float scale =
-          reinterpret_cast<const float*>(page + codes_bytes)[col / kStateScaleCols];
-      const uint8_t code = reinterpret_cast<const uint8_t*>(page)[at];
-      return (dtype == StateDType::kInt8 ? quant::DecodeInt8(static_cast<int8_t>(code))
-                                         : quant::DecodeFp8(code)) *
-             scale;
-    }
-  }
-  return 0.f;
 }
 
 // S = the initial page's tile (head h, columns v0 + e0 ..; zero for
