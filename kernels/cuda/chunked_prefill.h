@@ -57,13 +57,14 @@ enum class ChunkedStatePass : int { kAuto = 0, kSplit = 4, kFused = 5 };
 // kernels above (every shape and state dtype of Supports). kV8: form P of
 // bench/prefill/HOPPER_DESIGN.md §5 step 2 (kernels/cuda/chunked/
 // fused_chunk.h: chunk table, TPrep, FusedChunkKernel; sm_90a only; K = V =
-// 128, pages of any state dtype, no checkpoints). kAuto (the default) picks v8
-// where ChunkedPrefill::ResolveGeneration says so, else v7. The values are
-// the C ABI's codes (gdn_chunked_prefill_tuned's state_variant 7 and 8).
+// 128, pages of any state dtype, checkpoints at whole chunks). kAuto (the
+// default) picks v8 where ChunkedPrefill::ResolveGeneration says so, else v7.
+// The values are the C ABI's codes (gdn_chunked_prefill_tuned's
+// state_variant 7 and 8).
 // kV8Spans: v8 with one sequence cut into spans walked in parallel
-// (chunked/span_plan.h; HOPPER_DESIGN.md §4.7), fp32 / bf16 pages only;
-// kAuto picks it for one such sequence the plan cuts into 3 or more spans
-// (AutoSpans).
+// (chunked/span_plan.h; HOPPER_DESIGN.md §4.7), fp32 / bf16 pages and no
+// checkpoints only; kAuto picks it for one such sequence the plan cuts into
+// 3 or more spans (AutoSpans).
 enum class ChunkedGeneration : int { kAuto = 0, kV7 = 7, kV8 = 8, kV8Spans = 9 };
 
 class ChunkedPrefill {

@@ -32,7 +32,8 @@ std::string V8Refusal(const GdnOptions& options, const GdnParams& params) {
   const cudaError_t e =
       chunked::FusedChunkSupports(args, options.shape.head_dim_k, options.shape.head_dim_v);
   if (e != cudaSuccess) {
-    return absl::StrCat("v8 takes K = V = 128, bf16 / fp16 inputs and no checkpoints (",
+    return absl::StrCat("v8 takes K = V = 128, bf16 / fp16 inputs and checkpoints at "
+                        "multiples of 64 tokens (",
                         cudaGetErrorName(e), ")");
   }
   if (!Aligned16(params.q) || !Aligned16(params.k) || !Aligned16(params.v) ||
@@ -110,11 +111,13 @@ absl::StatusOr<ChunkedGeneration> ChunkedPrefill::ResolveGeneration(const GdnOpt
     return absl::InvalidArgumentError(absl::StrCat("chunked prefill: ", why));
   }
   // The span path's fixup and final copy (chunked/span_fixup.h) read and
-  // write fp32 / bf16 pages only; int8 / fp8 pages take the unsplit call.
-  const bool spans_take_pages = !IsQuantizedState(options.state_dtype);
-  if (generation_ == ChunkedGeneration::kV8Spans && !spans_take_pages) {
+  // write fp32 / bf16 pages only, and its span calls write no checkpoints:
+  // int8 / fp8 pages and checkpoints take the unsplit call.
+  const bool spans_take_call =
+      !IsQuantizedState(options.state_dtype) && params.checkpoint_interval == 0;
+  if (generation_ == ChunkedGeneration::kV8Spans && !spans_take_call) {
     return absl::InvalidArgumentError(
-        "chunked prefill: the v8 span path takes fp32 / bf16 pages, not int8 / fp8");
+        "chunked prefill: the v8 span path takes fp32 / bf16 pages and no checkpoints");
   }
   if (!DeviceRunsV8()) {
     if (!forced) return ChunkedGeneration::kV7;
@@ -131,7 +134,7 @@ absl::StatusOr<ChunkedGeneration> ChunkedPrefill::ResolveGeneration(const GdnOpt
   if (forced) return ChunkedGeneration::kV8;
   // kAuto: one sequence long enough to cut into 3 or more spans takes the
   // span path (AutoSpans says why);
-  if (spans_take_pages && AutoSpans(options, params) >= 3) return ChunkedGeneration::kV8Spans;
+  if (spans_take_call && AutoSpans(options, params) >= 3) return ChunkedGeneration::kV8Spans;
   // else enough (sequence, value head) units for v8's one CTA per unit
   // (DefaultV8MinUnits says why).
   const int64_t units = static_cast<int64_t>(params.num_seqs) * options.shape.num_v_heads;

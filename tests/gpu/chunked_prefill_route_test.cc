@@ -2,8 +2,9 @@
 // calls v8 (kernels/cuda/chunked/fused_chunk.h) can run go to v8 on a
 // compute capability 9.0 device and match the float64 oracle within v7's
 // bars (chunked_prefill_fixture.h), int8 / fp8 pages too (forced, both
-// roundings and gatings); calls it refuses (K = 64, checkpoints, v7's knobs)
-// go to v7, and the span path refuses int8 / fp8 pages; the default threshold on
+// roundings and gatings); calls it refuses (K = 64, per-token states, v7's
+// knobs) go to v7, and the span path refuses int8 / fp8 pages and
+// checkpoints; the default threshold on
 // sequences x value heads; the forced generations and their errors; long
 // single sequences and huge / tiny q / k rows forced through v8 (and v7)
 // against the oracle. On
@@ -113,12 +114,13 @@ TEST_F(ChunkedPrefillRouteTest, RefusedCallsStayOnV7) {
   EXPECT_EQ(launcher().last_generation(), ChunkedGeneration::kV7);
   chunked_->Configure(0);
 
-  // Plans alone (no launch): checkpoints, K = 64.
+  // Plans alone (no launch): a state after every token (kPerTokenStates:
+  // v8 writes prefix states at chunk ends only), K = 64.
   struct Refused {
     GdnOptions options;
     GdnParams params;
   };
-  const std::vector<Refused> refused = {{Options(2, 4, 128, 128), PlanParams(8, 64)},
+  const std::vector<Refused> refused = {{Options(2, 4, 128, 128), PlanParams(8, kPerTokenStates)},
                                         {Options(2, 4, 64, 128), PlanParams(8)}};
   for (const Refused& r : refused) {
     SCOPED_TRACE(absl::StrCat(DescribeOptions(r.options), " checkpoint_interval ",
@@ -224,6 +226,10 @@ TEST_F(ChunkedPrefillRouteTest, QuantizedPagesThroughV8) {
   long_one.cu_seqlens_host = cu.data();
   launcher().set_generation(ChunkedGeneration::kV8Spans);
   EXPECT_EQ(launcher().ResolveGeneration(int8, long_one).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  GdnParams long_kept = long_one;  // kept prefix states: no spans either
+  long_kept.checkpoint_interval = 64;
+  EXPECT_EQ(launcher().ResolveGeneration(Options(2, 4, 128, 128), long_kept).status().code(),
             absl::StatusCode::kInvalidArgument);
   launcher().set_generation(ChunkedGeneration::kAuto);
   const GdnOptions wide = [&] {

@@ -271,7 +271,9 @@ TEST(FusedChunkLaunch, RefusesUnsupported) {
     EXPECT_EQ(FusedChunkSupports(args, 128, 128), cudaSuccess) << StateDTypeName(st);
   }
   args.state_dtype = StateDType::kBF16;
-  args.checkpoint_interval = 64;
+  args.checkpoint_interval = 128;  // whole chunks: taken
+  EXPECT_EQ(FusedChunkSupports(args, 128, 128), cudaSuccess);
+  args.checkpoint_interval = kPerTokenStates;  // every token: refused
   EXPECT_EQ(FusedChunkSupports(args, 128, 128), cudaErrorNotSupported);
   args.checkpoint_interval = 0;
   args.io_dtype = DType::kF32;

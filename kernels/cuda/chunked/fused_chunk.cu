@@ -91,7 +91,10 @@ cudaError_t FusedChunkSupports(const ChunkArgs& args, int head_dim_k, int head_d
     return cudaErrorInvalidValue;
   }
   if (head_dim_k != 128 || head_dim_v != 128) return cudaErrorNotSupported;
-  if (args.checkpoint_interval != 0) return cudaErrorNotSupported;
+  // Checkpoints at whole chunks (a chunk end); not kPerTokenStates.
+  if (args.checkpoint_interval < 0 || args.checkpoint_interval % kChunk != 0) {
+    return cudaErrorNotSupported;
+  }
   if (args.num_qk_heads <= 0 || args.num_v_heads <= 0 ||
       args.num_v_heads % args.num_qk_heads != 0 ||
       args.group_size != args.num_v_heads / args.num_qk_heads) {

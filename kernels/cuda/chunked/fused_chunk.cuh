@@ -160,8 +160,9 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
   const uint32_t out_tile = base + Sm::kOut + 8192 * w;
 
   const int ip = args.initial_pages[n], fp = args.final_pages[n];
-  const bool pages_ok =
-      GDN_PAGE_IN_POOL_OR_ZERO(ip, args.num_pages) && GDN_PAGE_IN_POOL(fp, args.num_pages);
+  // Initial, final and checkpoint page ids (state_pages.cuh): any unusable
+  // id makes the state NaN (so o) and no page is written.
+  const bool pages_ok = PagesOk(args, n);
   float s[64];
   LoadStateRows<K, V>(s, args, ip, pages_ok, h, row0, t);
 
@@ -341,6 +342,18 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
       }
     }
     MbarrierArrive(&empty[stage]);  // this thread's reads of the stage are done
+
+    // A prefix state after this chunk: at multiples of the checkpoint
+    // interval (a multiple of kChunk, FusedChunkSupports) before the
+    // sequence's last token, into its slot unless the slot is
+    // kZeroStatePage (GdnParams::checkpoint_interval).
+    const int done = (cc + 1) * kChunk;
+    if (args.checkpoint_interval > 0 && pages_ok && done % args.checkpoint_interval == 0 &&
+        done < seq_end - seq_t0) {
+      const int id =
+          args.checkpoint_pages[n * args.checkpoints_per_seq + done / args.checkpoint_interval - 1];
+      if (id != kZeroStatePage) StoreStateRows<K, V>(s, args, id, h, row0, t, seq_t0 + done - 1);
+    }
 
     // 5. O^T -> staging tile [64 tokens][64 columns] (SW128) -> o rows < L.
     if constexpr (kWithO) {

@@ -6,10 +6,10 @@
 // Supported so far: K = V = 128, bf16 or fp16 inputs, state pages of every
 // dtype (fp32, bf16, int8 / fp8 with their scales, rounded to nearest or
 // stochastically as args.stochastic_rounding says), direct or fused gating,
-// the L2 norm on or off, any varlen mix. Refused with
-// cudaErrorNotSupported (later steps of the design): checkpoints
-// (checkpoint_interval != 0), other head dims; fp32 inputs with
-// cudaErrorInvalidValue (the recurrent kernel takes them).
+// the L2 norm on or off, any varlen mix, checkpoints at multiples of kChunk
+// tokens. Refused with cudaErrorNotSupported (later steps of the design):
+// other checkpoint intervals (kPerTokenStates), other head dims; fp32 inputs
+// with cudaErrorInvalidValue (the recurrent kernel takes them).
 #ifndef GDN_KERNELS_CUDA_CHUNKED_FUSED_CHUNK_H_
 #define GDN_KERNELS_CUDA_CHUNKED_FUSED_CHUNK_H_
 

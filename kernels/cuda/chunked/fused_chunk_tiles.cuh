@@ -27,7 +27,7 @@
 
 #include "kernels/cuda/chunked/chunk_args.h"
 #include "kernels/cuda/chunked/mma_16bit.cuh"
-#include "kernels/cuda/chunked/page_element.cuh"
+#include "kernels/cuda/chunked/state_pages.cuh"
 #include "kernels/cuda/common/page_ids.cuh"
 #include "kernels/cuda/common/wgmma.cuh"
 #include "kernels/gdn_types.h"
@@ -125,7 +125,7 @@ __device__ __forceinline__ uint64_t DescKMajor(uint32_t block, int kk) {
 
 // S^T [64 rows of this WG][K] from the initial page (head h; element (d, e)
 // of the page at h K V + d V + e, e = V column = S^T row), in any page dtype
-// (page_element.cuh); zero for kZeroStatePage, NaN when the page ids are not
+// (state_pages.cuh); zero for kZeroStatePage, NaN when the page ids are not
 // usable.
 template <int K, int V>
 __device__ __forceinline__ void LoadStateRows(float (&s)[64], const ChunkArgs& args, int ip,

@@ -13,7 +13,7 @@
 
 #include "kernels/cuda/chunked/chunk_args.h"
 #include "kernels/cuda/chunked/mma_16bit.cuh"
-#include "kernels/cuda/chunked/page_element.cuh"
+#include "kernels/cuda/chunked/state_pages.cuh"
 #include "kernels/cuda/common/page_ids.cuh"
 #include "kernels/cuda/common/vector_access.cuh"
 #include "kernels/gdn_params.h"
@@ -88,28 +88,6 @@ __device__ __forceinline__ void StoreOutRows(const ChunkArgs& args, const float 
                      args.io_dtype, acc[nt][2 * half], acc[nt][2 * half + 1]);
       }
     }
-}
-
-// Sequence n's checkpoint count (ChunkArgs::checkpoint_interval).
-__device__ __forceinline__ int CheckpointCountOf(const ChunkArgs& args, int n) {
-  return CheckpointCount(args.cu_seqlens[n + 1] - args.cu_seqlens[n], args.checkpoint_interval);
-}
-
-// Whether sequence n's page ids are usable: the initial page in the pool or
-// kZeroStatePage, the final page in the pool, every checkpoint page in the
-// pool or kZeroStatePage. Otherwise the pass runs on a NaN state (the
-// sequence's o becomes NaN) and touches no page.
-__device__ __forceinline__ bool PagesOk(const ChunkArgs& args, int n) {
-  const int ip = args.initial_pages[n], fp = args.final_pages[n];
-  // (ip ok && fp >= 0) && fp < num_pages: the association of the original
-  // expression, which the register allocation of the chain depends on.
-  bool ok = GDN_PAGE_IN_POOL_OR_ZERO(ip, args.num_pages) && fp >= 0 && fp < args.num_pages;
-  const int count = CheckpointCountOf(args, n);
-  for (int m = 0; m < count; ++m) {
-    const int id = args.checkpoint_pages[n * args.checkpoints_per_seq + m];
-    ok &= GDN_PAGE_IN_POOL_OR_ZERO(id, args.num_pages);
-  }
-  return ok;
 }
 
 // S = the initial page's tile (head h, columns v0 + e0 ..; zero for

@@ -1,0 +1,70 @@
+// The chunked prefill's state pages, shared by v7's state tile
+// (state_tile.cuh) and v8's fused kernel (fused_chunk_tiles.cuh): whether a
+// sequence's page ids are usable, its checkpoint count, and one element of a
+// page as fp32 in any state dtype (kernels/gdn_types.h StatePageLayout: fp32
+// and bf16 pages hold [Hv][K][V] elements; int8 / fp8 pages hold [Hv][K][V]
+// one-byte codes and then fp32 scales [Hv][V / kStateScaleCols],
+// kernels/state_quant.h).
+#ifndef GDN_KERNELS_CUDA_CHUNKED_STATE_PAGES_CUH_
+#define GDN_KERNELS_CUDA_CHUNKED_STATE_PAGES_CUH_
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/chunked/chunk_args.h"
+#include "kernels/cuda/common/page_ids.cuh"
+#include "kernels/gdn_params.h"
+#include "kernels/gdn_types.h"
+#include "kernels/state_quant.h"
+
+namespace gdn::cuda::chunked {
+
+// Sequence n's checkpoint count (ChunkArgs::checkpoint_interval).
+__device__ __forceinline__ int CheckpointCountOf(const ChunkArgs& args, int n) {
+  return CheckpointCount(args.cu_seqlens[n + 1] - args.cu_seqlens[n], args.checkpoint_interval);
+}
+
+// Whether sequence n's page ids are usable: the initial page in the pool or
+// kZeroStatePage, the final page in the pool, every checkpoint page in the
+// pool or kZeroStatePage. Otherwise the pass runs on a NaN state (the
+// sequence's o becomes NaN) and touches no page.
+__device__ __forceinline__ bool PagesOk(const ChunkArgs& args, int n) {
+  const int ip = args.initial_pages[n], fp = args.final_pages[n];
+  // (ip ok && fp >= 0) && fp < num_pages: the association of the original
+  // expression, which the register allocation of the chain depends on.
+  bool ok = GDN_PAGE_IN_POOL_OR_ZERO(ip, args.num_pages) && fp >= 0 && fp < args.num_pages;
+  const int count = CheckpointCountOf(args, n);
+  for (int m = 0; m < count; ++m) {
+    const int id = args.checkpoint_pages[n * args.checkpoints_per_seq + m];
+    ok &= GDN_PAGE_IN_POOL_OR_ZERO(id, args.num_pages);
+  }
+  return ok;
+}
+
+// Element `at` ((h K + d) V + e) of a page of `dtype` as fp32; int8 / fp8
+// codes times the scale of their column pair. codes_bytes = Hv K V (where
+// the scales start), col = h V + e.
+__device__ __forceinline__ float PageElement(const char* page, StateDType dtype, int64_t at,
+                                             int64_t codes_bytes, int64_t col) {
+  switch (dtype) {
+    case StateDType::kF32: return reinterpret_cast<const float*>(page)[at];
+    case StateDType::kBF16:
+      return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(page)[at]);
+    case StateDType::kInt8:
+    case StateDType::kFP8: {
+      const float scale =
+          reinterpret_cast<const float*>(page + codes_bytes)[col / kStateScaleCols];
+      const uint8_t code = reinterpret_cast<const uint8_t*>(page)[at];
+      return (dtype == StateDType::kInt8 ? quant::DecodeInt8(static_cast<int8_t>(code))
+                                         : quant::DecodeFp8(code)) *
+             scale;
+    }
+  }
+  return 0.f;
+}
+
+}  // namespace gdn::cuda::chunked
+
+#endif  // GDN_KERNELS_CUDA_CHUNKED_STATE_PAGES_CUH_
