@@ -148,6 +148,39 @@ __device__ __forceinline__ void LoadStateRows(float (&s)[64], const ChunkArgs& a
   }
 }
 
+// What StoreQuantStateRows relies on in the m64nN accumulator layout
+// (wgmma.cuh AccRow / AccCol), checked at compile time for a warpgroup's
+// 128 threads and an m64n128 accumulator's 64 elements: element i's row (V
+// column) depends only on the thread and (i / 2) % 2; lanes t ^ 1, t ^ 2,
+// t ^ 3 hold the same rows and, with t, each K column once; lane t ^ 4 holds
+// the other row of each pair (row ^ 1); lanes with t % 8 == 0 hold even rows.
+constexpr bool AccLayoutKeepsScalePairsInLaneOctets() {
+  for (int t = 0; t < 128; ++t) {
+    for (int i = 0; i < 64; ++i) {
+      if (AccRow(t, i) != AccRow(t, 2 * ((i / 2) % 2))) return false;
+      if (AccRow(t ^ 1, i) != AccRow(t, i) || AccRow(t ^ 2, i) != AccRow(t, i)) return false;
+      if (AccRow(t ^ 4, i) != (AccRow(t, i) ^ 1)) return false;
+    }
+    if (t % 8 == 0 && AccRow(t, 0) % 2 != 0) return false;
+    // The quad's K columns for one row: 4 lanes x 32 elements, 128 distinct.
+    bool seen[128] = {};
+    for (int lane = t & ~3; lane < (t & ~3) + 4; ++lane) {
+      for (int i = 0; i < 64; ++i) {
+        if ((i / 2) % 2 != 0) continue;  // one of the two rows
+        if (seen[AccCol(lane, i)]) return false;
+        seen[AccCol(lane, i)] = true;
+      }
+    }
+    for (bool b : seen) {
+      if (!b) return false;
+    }
+  }
+  return true;
+}
+static_assert(AccLayoutKeepsScalePairsInLaneOctets(),
+              "StoreQuantStateRows' shuffles (xor 1, 2, 4) and scale lanes no longer match "
+              "the accumulator layout");
+
 // int8 / fp8 store of this WG's S^T rows (kernels/state_quant.h, the same
 // arithmetic as v7's StoreQuantStatePage): thread t holds V columns e_lo =
 // row0 + AccRow(t, 0) and e_lo + 8, each over the 32 K rows AccCol(t, i);
