@@ -14,8 +14,8 @@
 //   3. split form only: o for every chunk in parallel;
 // plus a one-block kernel that builds the chunk table from cu_seqlens.
 //
-// That is v7. Calls v8 can run (K = V = 128, fp32 / bf16 pages, no
-// checkpoints, compute capability 9.0) with enough sequences x value heads
+// That is v7. Calls v8 can run (K = V = 128, pages of any dtype, checkpoints
+// at whole chunks, compute capability 9.0) with enough sequences x value heads
 // take v8 instead (ChunkedGeneration below; chunked_prefill_v8.cc): chunk
 // table, TPrep and one fused kernel (kernels/cuda/chunked/fused_chunk.h).
 //
@@ -62,9 +62,9 @@ enum class ChunkedStatePass : int { kAuto = 0, kSplit = 4, kFused = 5 };
 // The values are the C ABI's codes (gdn_chunked_prefill_tuned's
 // state_variant 7 and 8).
 // kV8Spans: v8 with one sequence cut into spans walked in parallel
-// (chunked/span_plan.h; HOPPER_DESIGN.md §4.7), fp32 / bf16 pages and no
-// checkpoints only; kAuto picks it for one such sequence the plan cuts into
-// 3 or more spans (AutoSpans).
+// (chunked/span_plan.h; HOPPER_DESIGN.md §4.7), calls without checkpoints
+// only; kAuto picks it for one such sequence the plan cuts into 3 or more
+// spans (AutoSpans).
 enum class ChunkedGeneration : int { kAuto = 0, kV7 = 7, kV8 = 8, kV8Spans = 9 };
 
 class ChunkedPrefill {

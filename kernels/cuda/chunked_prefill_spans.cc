@@ -113,6 +113,11 @@ absl::Status ChunkedPrefill::RunV8Spans(const GdnOptions& options, const GdnPara
   fix.final_pages = params.final_pages;
   fix.num_v_heads = options.shape.num_v_heads;
   fix.state_dtype = options.state_dtype;
+  fix.stochastic_rounding = options.state_rounding == StateRounding::kStochastic;
+  const bool fused_gating = options.gating == GatingMode::kFused;
+  fix.salt_gate = fused_gating ? params.a : params.g;
+  fix.salt_strength = fused_gating ? params.b : params.beta;
+  fix.last_token = tokens - 1;  // one sequence from token 0
   GDN_CUDA_RETURN_IF_ERROR(chunked::LaunchSpanIdentity(fix, stream));
 
   // TPrep over the whole sequence (its chunk table too).

@@ -110,14 +110,11 @@ absl::StatusOr<ChunkedGeneration> ChunkedPrefill::ResolveGeneration(const GdnOpt
     if (!forced) return ChunkedGeneration::kV7;
     return absl::InvalidArgumentError(absl::StrCat("chunked prefill: ", why));
   }
-  // The span path's fixup and final copy (chunked/span_fixup.h) read and
-  // write fp32 / bf16 pages only, and its span calls write no checkpoints:
-  // int8 / fp8 pages and checkpoints take the unsplit call.
-  const bool spans_take_call =
-      !IsQuantizedState(options.state_dtype) && params.checkpoint_interval == 0;
+  // The span calls write no checkpoints (their pages are the scratch
+  // pool's): calls with checkpoints take the unsplit v8 call.
+  const bool spans_take_call = params.checkpoint_interval == 0;
   if (generation_ == ChunkedGeneration::kV8Spans && !spans_take_call) {
-    return absl::InvalidArgumentError(
-        "chunked prefill: the v8 span path takes fp32 / bf16 pages and no checkpoints");
+    return absl::InvalidArgumentError("chunked prefill: the v8 span path writes no checkpoints");
   }
   if (!DeviceRunsV8()) {
     if (!forced) return ChunkedGeneration::kV7;

@@ -3,8 +3,8 @@
 // compute capability 9.0 device and match the float64 oracle within v7's
 // bars (chunked_prefill_fixture.h), int8 / fp8 pages too (forced, both
 // roundings and gatings); calls it refuses (K = 64, per-token states, v7's
-// knobs) go to v7, and the span path refuses int8 / fp8 pages and
-// checkpoints; the default threshold on
+// knobs) go to v7, and the span path refuses checkpoints; the default
+// threshold on
 // sequences x value heads; the forced generations and their errors; long
 // single sequences and huge / tiny q / k rows forced through v8 (and v7)
 // against the oracle. On
@@ -215,31 +215,29 @@ TEST_F(ChunkedPrefillRouteTest, AutoRouteCutsLongSingleSequences) {
 // int8 / fp8 pages forced through v8 (fused_chunk_tiles.cuh: the pair scales
 // by warp shuffles, the same codec as v7): the oracle within v7's bars plus
 // the pages' roundings (ChunkedStateTolerance), both roundings and gatings,
-// initial states from pages and the zero page. kAuto takes them to v8 above
-// the threshold, never to the span path (its fixup and final copy take fp32
-// / bf16 pages): forced kV8Spans is InvalidArgument.
+// initial states from pages and the zero page. kAuto routes them as fp32
+// pages (a long single sequence: the span path, whose final copy encodes
+// them, span_fixup.h); a call with checkpoints never takes the span path
+// (forced kV8Spans: InvalidArgument), kAuto gives it the unsplit v8 call.
 TEST_F(ChunkedPrefillRouteTest, QuantizedPagesThroughV8) {
-  GdnOptions int8 = Options(2, 4, 128, 128);
-  int8.state_dtype = StateDType::kInt8;
   std::vector<int32_t> cu = {0, 32768};
   GdnParams long_one = PlanParams(1);
   long_one.cu_seqlens_host = cu.data();
-  launcher().set_generation(ChunkedGeneration::kV8Spans);
-  EXPECT_EQ(launcher().ResolveGeneration(int8, long_one).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  GdnParams long_kept = long_one;  // kept prefix states: no spans either
+  GdnParams long_kept = long_one;  // kept prefix states
   long_kept.checkpoint_interval = 64;
+  launcher().set_generation(ChunkedGeneration::kV8Spans);
   EXPECT_EQ(launcher().ResolveGeneration(Options(2, 4, 128, 128), long_kept).status().code(),
             absl::StatusCode::kInvalidArgument);
   launcher().set_generation(ChunkedGeneration::kAuto);
-  const GdnOptions wide = [&] {
-    GdnOptions o = Options(16, 32, 128, 128);
-    o.state_dtype = StateDType::kFP8;
-    return o;
-  }();
+  GdnOptions wide = Options(16, 32, 128, 128);
+  wide.state_dtype = StateDType::kFP8;
   absl::StatusOr<ChunkedGeneration> pick = launcher().ResolveGeneration(wide, long_one);
   ASSERT_TRUE(pick.ok()) << pick.status();
-  EXPECT_EQ(*pick, SupportedPick()) << "16/32 x 32768, fp8 pages: v8 unsplit";
+  EXPECT_EQ(*pick, sm90_ ? ChunkedGeneration::kV8Spans : ChunkedGeneration::kV7)
+      << "16/32 x 32768, fp8 pages";
+  pick = launcher().ResolveGeneration(wide, long_kept);
+  ASSERT_TRUE(pick.ok()) << pick.status();
+  EXPECT_EQ(*pick, SupportedPick()) << "16/32 x 32768, fp8 pages, checkpoints: v8 unsplit";
   if (!sm90_) GTEST_SKIP() << "v8 runs on compute capability 9.0 only";
 
   launcher().set_generation(ChunkedGeneration::kV8);
