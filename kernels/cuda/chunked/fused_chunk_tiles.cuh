@@ -211,12 +211,7 @@ __device__ __forceinline__ void StoreQuantStateRows(const float (&s)[64], const 
   }
   const bool int8 = args.state_dtype == StateDType::kInt8;
   const bool stochastic = args.stochastic_rounding;
-  uint32_t salt = 0;
-  if (stochastic) {
-    const int64_t gi = last_token * args.num_v_heads + h;
-    salt = args.fused_gating ? quant::RoundingSalt(args.a[gi], args.b[gi])
-                             : quant::RoundingSalt(args.g[gi], args.beta[gi]);
-  }
+  const uint32_t salt = stochastic ? StoreSalt(args, last_token, h) : 0u;
   const float qmax = int8 ? quant::kInt8Max : quant::kFp8Max;
   const quant::GroupScale gs[2] = {quant::GroupScaleFor(m[0], qmax),
                                    quant::GroupScaleFor(m[1], qmax)};
@@ -225,9 +220,7 @@ __device__ __forceinline__ void StoreQuantStateRows(const float (&s)[64], const 
   for (int i = 0; i < 64; ++i) {
     const int half = (i >> 1) & 1;
     const int64_t at = head + static_cast<int64_t>(AccCol(t, i)) * V + row0 + AccRow(t, i);
-    const uint32_t bits = stochastic ? quant::ElementBits(salt, static_cast<uint32_t>(at)) : 0u;
-    page[at] = int8 ? static_cast<char>(quant::EncodeInt8(s[i], gs[half].inv, stochastic, bits))
-                    : static_cast<char>(quant::EncodeFp8(s[i], gs[half].inv, stochastic, bits));
+    page[at] = static_cast<char>(EncodePageCode(int8, s[i], gs[half].inv, stochastic, salt, at));
   }
   if ((lane & 7) == 0) {  // tig 0 of an even group: e_lo even
     float* scales = reinterpret_cast<float*>(page + static_cast<int64_t>(args.num_v_heads) * K * V);

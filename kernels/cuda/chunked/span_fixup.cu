@@ -154,20 +154,14 @@ __global__ void __launch_bounds__(kFixupThreads) SpanFinalQuantKernel(SpanFixupA
   __syncthreads();
   const bool int8 = a.state_dtype == StateDType::kInt8;
   const float qmax = int8 ? quant::kInt8Max : quant::kFp8Max;
-  uint32_t salt = 0;
-  if (a.stochastic_rounding) {
-    const int64_t gi = a.last_token * a.num_v_heads + h;
-    salt = quant::RoundingSalt(a.salt_gate[gi], a.salt_strength[gi]);
-  }
+  const int64_t gi = a.last_token * a.num_v_heads + h;  // the last token's gates at head h
+  const uint32_t salt =
+      a.stochastic_rounding ? quant::RoundingSalt(a.salt_gate[gi], a.salt_strength[gi]) : 0u;
   uint32_t words[2] = {0u, 0u};
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const quant::GroupScale gs = quant::GroupScaleFor(amax_s[c0 / 2 + j / 2], qmax);
-    const uint32_t bits =
-        a.stochastic_rounding ? quant::ElementBits(salt, static_cast<uint32_t>(at + j)) : 0u;
-    const uint32_t code =
-        int8 ? static_cast<uint8_t>(quant::EncodeInt8(x[j], gs.inv, a.stochastic_rounding, bits))
-             : quant::EncodeFp8(x[j], gs.inv, a.stochastic_rounding, bits);
+    const uint32_t code = EncodePageCode(int8, x[j], gs.inv, a.stochastic_rounding, salt, at + j);
     words[j / 4] |= code << (8 * (j % 4));
   }
   char* dst = a.pool_base + a.final_pages[0] * a.page_bytes;

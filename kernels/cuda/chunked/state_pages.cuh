@@ -65,6 +65,25 @@ __device__ __forceinline__ float PageElement(const char* page, StateDType dtype,
   return 0.f;
 }
 
+// ---- int8 / fp8 stores (state_quant.h), for every store's thread layout ----
+
+// The salt of a state stored after token `token`, head h: the raw gates of
+// that token ((g, beta), or (a, b) with fused gating; [T, Hv] rows).
+__device__ __forceinline__ uint32_t StoreSalt(const ChunkArgs& args, int64_t token, int h) {
+  const int64_t at = token * args.num_v_heads + h;
+  return args.fused_gating ? quant::RoundingSalt(args.a[at], args.b[at])
+                           : quant::RoundingSalt(args.g[at], args.beta[at]);
+}
+
+// The code of page element `at` ((h K + d) V + e): x times its group's inv,
+// rounded to nearest or stochastically with the store's salt.
+__device__ __forceinline__ uint8_t EncodePageCode(bool int8, float x, float inv,
+                                                  bool stochastic, uint32_t salt, int64_t at) {
+  const uint32_t bits = stochastic ? quant::ElementBits(salt, static_cast<uint32_t>(at)) : 0u;
+  return int8 ? static_cast<uint8_t>(quant::EncodeInt8(x, inv, stochastic, bits))
+              : quant::EncodeFp8(x, inv, stochastic, bits);
+}
+
 }  // namespace gdn::cuda::chunked
 
 #endif  // GDN_KERNELS_CUDA_CHUNKED_STATE_PAGES_CUH_

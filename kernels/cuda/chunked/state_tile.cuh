@@ -191,12 +191,7 @@ __device__ __forceinline__ void StoreQuantStatePage(const ChunkArgs& args, char*
   ChainBarrier<kThreads>();
   const bool int8 = args.state_dtype == StateDType::kInt8;
   const bool stochastic = args.stochastic_rounding;
-  uint32_t salt = 0;
-  if (stochastic) {
-    const int64_t gi = last_token * args.num_v_heads + h;
-    salt = args.fused_gating ? quant::RoundingSalt(args.a[gi], args.b[gi])
-                             : quant::RoundingSalt(args.g[gi], args.beta[gi]);
-  }
+  const uint32_t salt = stochastic ? StoreSalt(args, last_token, h) : 0u;
   float scale[NT], inv[NT];
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
@@ -221,9 +216,7 @@ __device__ __forceinline__ void StoreQuantStatePage(const ChunkArgs& args, char*
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
           const float x = S[mt][nt][2 * half + j];
-          const uint32_t bits = stochastic ? quant::ElementBits(salt, (uint32_t)(at + j)) : 0u;
-          const uint32_t c = int8 ? static_cast<uint8_t>(quant::EncodeInt8(x, inv[nt], stochastic, bits))
-                                  : quant::EncodeFp8(x, inv[nt], stochastic, bits);
+          const uint32_t c = EncodePageCode(int8, x, inv[nt], stochastic, salt, at + j);
           codes |= c << (8 * j);
         }
         *reinterpret_cast<uint16_t*>(fin + at) = static_cast<uint16_t>(codes);
