@@ -62,9 +62,9 @@ enum class ChunkedStatePass : int { kAuto = 0, kSplit = 4, kFused = 5 };
 // The values are the C ABI's codes (gdn_chunked_prefill_tuned's
 // state_variant 7 and 8).
 // kV8Spans: v8 with one sequence cut into spans walked in parallel
-// (chunked/span_plan.h; HOPPER_DESIGN.md §4.7), calls without checkpoints
-// only; kAuto picks it for one such sequence the plan cuts into 3 or more
-// spans (AutoSpans).
+// (chunked/span_plan.h; HOPPER_DESIGN.md §4.7; with checkpoints, spans of
+// whole checkpoint intervals); kAuto picks it for one sequence the plan
+// cuts into 3 or more spans (AutoSpans).
 enum class ChunkedGeneration : int { kAuto = 0, kV7 = 7, kV8 = 8, kV8Spans = 9 };
 
 class ChunkedPrefill {
@@ -121,8 +121,9 @@ class ChunkedPrefill {
   // (HOPPER_DESIGN.md §4.7) to beat v7.
   static int DefaultV8MinUnits(int sm_count) { return sm_count / 6; }
   // The spans kAuto would cut this call into: chunked::PlanSpans of its one
-  // sequence on this device's SMs, for sequences of kAutoSpansMinTokens or
-  // more (else 1, as for several sequences or without cu_seqlens_host).
+  // sequence on this device's SMs (in units of its checkpoint interval, if
+  // any), for sequences of kAutoSpansMinTokens or more (else 1, as for
+  // several sequences or without cu_seqlens_host).
   // kAuto takes the span path from 3 spans. Measured on the H200
   // (route_bench, bench/results/2026-12-05-prefill-spans, planned spans / v8
   // / v7 ms): 16/32 1 x 32768 (3 spans) 1.316 / 1.732 / 1.904, 1 x 8192 (3)

@@ -73,7 +73,9 @@ int ChunkedPrefill::AutoSpans(const GdnOptions& options, const GdnParams& params
   static const int sms = chunked::MultiprocessorCount();
   const int64_t tokens = params.cu_seqlens_host[1] - params.cu_seqlens_host[0];
   if (tokens < kAutoSpansMinTokens) return 1;
-  return chunked::PlanSpans(tokens, options.shape.num_v_heads, sms, 0).spans();
+  return chunked::PlanSpans(tokens, options.shape.num_v_heads, sms, 0,
+                            chunked::SpanUnitChunks(params.checkpoint_interval))
+      .spans();
 }
 
 size_t ChunkedPrefill::V8WorkspaceBytes(const GdnOptions& options, int num_seqs,
@@ -110,12 +112,6 @@ absl::StatusOr<ChunkedGeneration> ChunkedPrefill::ResolveGeneration(const GdnOpt
     if (!forced) return ChunkedGeneration::kV7;
     return absl::InvalidArgumentError(absl::StrCat("chunked prefill: ", why));
   }
-  // The span calls write no checkpoints (their pages are the scratch
-  // pool's): calls with checkpoints take the unsplit v8 call.
-  const bool spans_take_call = params.checkpoint_interval == 0;
-  if (generation_ == ChunkedGeneration::kV8Spans && !spans_take_call) {
-    return absl::InvalidArgumentError("chunked prefill: the v8 span path writes no checkpoints");
-  }
   if (!DeviceRunsV8()) {
     if (!forced) return ChunkedGeneration::kV7;
     return absl::FailedPreconditionError(
@@ -131,7 +127,7 @@ absl::StatusOr<ChunkedGeneration> ChunkedPrefill::ResolveGeneration(const GdnOpt
   if (forced) return ChunkedGeneration::kV8;
   // kAuto: one sequence long enough to cut into 3 or more spans takes the
   // span path (AutoSpans says why);
-  if (spans_take_call && AutoSpans(options, params) >= 3) return ChunkedGeneration::kV8Spans;
+  if (AutoSpans(options, params) >= 3) return ChunkedGeneration::kV8Spans;
   // else enough (sequence, value head) units for v8's one CTA per unit
   // (DefaultV8MinUnits says why).
   const int64_t units = static_cast<int64_t>(params.num_seqs) * options.shape.num_v_heads;

@@ -161,8 +161,9 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
 
   const int ip = args.initial_pages[n], fp = args.final_pages[n];
   // Initial, final and checkpoint page ids (state_pages.cuh): any unusable
-  // id makes the state NaN (so o) and no page is written.
-  const bool pages_ok = PagesOk(args, n);
+  // id makes the state NaN (so o) and no page is written. (The span path's
+  // phase 3: its checkpoint ids were checked by the fixup, span_fixup.h.)
+  const bool pages_ok = args.spans_of_one_sequence ? EndPagesOk(args, n) : PagesOk(args, n);
   float s[64];
   LoadStateRows<K, V>(s, args, ip, pages_ok, h, row0, t);
 
@@ -346,13 +347,19 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
     // A prefix state after this chunk: at multiples of the checkpoint
     // interval (a multiple of kChunk, FusedChunkSupports) before the
     // sequence's last token, into its slot unless the slot is
-    // kZeroStatePage (GdnParams::checkpoint_interval).
+    // kZeroStatePage (GdnParams::checkpoint_interval; a span of the span
+    // path's phase 3 stores at its end too, into the whole sequence's slot:
+    // CheckpointSlotsOf).
     const int done = (cc + 1) * kChunk;
-    if (args.checkpoint_interval > 0 && pages_ok && done % args.checkpoint_interval == 0 &&
-        done < seq_end - seq_t0) {
-      const int id =
-          args.checkpoint_pages[n * args.checkpoints_per_seq + done / args.checkpoint_interval - 1];
-      if (id != kZeroStatePage) StoreStateRows<K, V>(s, args, id, h, row0, t, seq_t0 + done - 1);
+    if (args.checkpoint_interval > 0 && pages_ok && done % args.checkpoint_interval == 0) {
+      const CheckpointSlots slots = CheckpointSlotsOf(args, n);  // here: no live registers
+      const int id = done < slots.limit
+                         ? args.checkpoint_pages[slots.first + done / args.checkpoint_interval - 1]
+                         : kZeroStatePage;
+      if (id != kZeroStatePage) {
+        StoreStateRows<K, V>(s, args, args.checkpoint_pool_base + id * args.checkpoint_page_bytes,
+                             args.checkpoint_dtype, h, row0, t, seq_t0 + done - 1);
+      }
     }
 
     // 5. O^T -> staging tile [64 tokens][64 columns] (SW128) -> o rows < L.
@@ -384,7 +391,10 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
 
   // The last token's gates salt a stochastic int8 / fp8 store (every
   // sequence has a token: ValidateParams).
-  if (pages_ok) StoreStateRows<K, V>(s, args, fp, h, row0, t, seq_end - 1);
+  if (pages_ok) {
+    StoreStateRows<K, V>(s, args, args.pool_base + static_cast<int64_t>(fp) * args.page_bytes,
+                         args.state_dtype, h, row0, t, seq_end - 1);
+  }
 }
 
 }  // namespace gdn::cuda::chunked

@@ -222,8 +222,8 @@ static_assert(AccLayoutKeepsScalePairsInLaneOctets(),
 // token, whose gates salt stochastic rounding.
 template <int K, int V>
 __device__ __forceinline__ void StoreQuantStateRows(const float (&s)[64], const ChunkArgs& args,
-                                                    char* page, int h, int row0, int t,
-                                                    int64_t last_token) {
+                                                    char* page, bool int8, int h, int row0,
+                                                    int t, int64_t last_token) {
   static_assert(kStateScaleCols == 2, "a column pair per scale: lanes 4 apart");
   const int lane = t & 31;
   uint32_t m[2] = {0u, 0u};  // [0]: column e_lo, [1]: e_lo + 8
@@ -239,7 +239,6 @@ __device__ __forceinline__ void StoreQuantStateRows(const float (&s)[64], const 
       m[half] = max(m[half], __shfl_xor_sync(0xffffffffu, m[half], offset));
     }
   }
-  const bool int8 = args.state_dtype == StateDType::kInt8;
   const bool stochastic = args.stochastic_rounding;
   const uint32_t salt = stochastic ? StoreSalt(args, last_token, h) : 0u;
   const float qmax = int8 ? quant::kInt8Max : quant::kFp8Max;
@@ -260,23 +259,23 @@ __device__ __forceinline__ void StoreQuantStateRows(const float (&s)[64], const 
   }
 }
 
-// S^T rows into the final page (any page dtype; int8 / fp8 through
-// StoreQuantStateRows). Every consumer thread calls it (the quantized store
-// shuffles within warps).
+// S^T rows into a page of `dtype` (the final page or a checkpoint's; int8
+// / fp8 through StoreQuantStateRows). Every consumer thread calls it (the
+// quantized store shuffles within warps).
 template <int K, int V>
 __device__ __forceinline__ void StoreStateRows(const float (&s)[64], const ChunkArgs& args,
-                                               int fp, int h, int row0, int t,
-                                               int64_t last_token) {
-  char* page = args.pool_base + static_cast<int64_t>(fp) * args.page_bytes;
-  if (IsQuantizedState(args.state_dtype)) {
-    StoreQuantStateRows<K, V>(s, args, page, h, row0, t, last_token);
+                                               char* page, StateDType dtype, int h, int row0,
+                                               int t, int64_t last_token) {
+  if (IsQuantizedState(dtype)) {
+    StoreQuantStateRows<K, V>(s, args, page, dtype == StateDType::kInt8, h, row0, t,
+                              last_token);
     return;
   }
   const int64_t head = static_cast<int64_t>(h) * K * V;
 #pragma unroll
   for (int i = 0; i < 64; ++i) {
     const int64_t at = head + static_cast<int64_t>(AccCol(t, i)) * V + row0 + AccRow(t, i);
-    if (args.state_dtype == StateDType::kF32) {
+    if (dtype == StateDType::kF32) {
       reinterpret_cast<float*>(page)[at] = s[i];
     } else {
       reinterpret_cast<bf16*>(page)[at] = __float2bfloat16_rn(s[i]);

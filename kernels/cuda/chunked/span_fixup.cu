@@ -22,9 +22,17 @@ constexpr int kFixupCols = 16;         // V columns per fixup block
 constexpr int kFixupThreads = 256;     // 128 rows x 2 halves of 8 columns
 constexpr int64_t kHeadElems = int64_t{kDim} * kDim;
 
+// Whether the sequence's real page ids (initial, final, checkpoints) are
+// usable. Block-wide: every thread of the block calls it (the checkpoint
+// slots are shared out over the threads; a long sequence at an interval of
+// one chunk has hundreds).
 __device__ __forceinline__ bool RealPagesUsable(const SpanFixupArgs& a) {
   const int ip = a.initial_pages[0], fp = a.final_pages[0];
-  return GDN_PAGE_IN_POOL_OR_ZERO(ip, a.num_pages) && GDN_PAGE_IN_POOL(fp, a.num_pages);
+  bool ok = GDN_PAGE_IN_POOL_OR_ZERO(ip, a.num_pages) && GDN_PAGE_IN_POOL(fp, a.num_pages);
+  for (int m = threadIdx.x; m < a.checkpoint_count; m += blockDim.x) {
+    ok &= GDN_PAGE_IN_POOL_OR_ZERO(a.checkpoint_pages[m], a.num_pages);
+  }
+  return __syncthreads_and(ok) != 0;
 }
 
 __global__ void SpanIdentityKernel(SpanFixupArgs a) {
@@ -53,6 +61,11 @@ __global__ void __launch_bounds__(kFixupThreads) SpanFixupKernel(SpanFixupArgs a
 
   // Z_0: the initial page, zero, or NaN when the real page ids are unusable.
   const bool usable = RealPagesUsable(a);
+  if (blockIdx.x == 0 && blockIdx.y == 0) {  // phase 3's checkpoint slots
+    for (int m = threadIdx.x; m < a.checkpoint_count; m += blockDim.x) {
+      a.checkpoint_copy[m] = usable ? a.checkpoint_pages[m] : kZeroStatePage;
+    }
+  }
   const int ip = a.initial_pages[0];
   const char* init = usable && ip != kZeroStatePage ? a.pool_base + ip * a.page_bytes : nullptr;
   float* z0 = scratch_page(pages.z(0));
@@ -198,7 +211,10 @@ bool Valid(const SpanFixupArgs& a) {
   return a.scratch != nullptr && Aligned16(a.scratch) && a.spans >= 2 && a.num_v_heads > 0 &&
          a.scratch_page_bytes >= kHeadElems * a.num_v_heads * 4 &&
          a.scratch_page_bytes % 16 == 0 && a.pool_base != nullptr && Aligned16(a.pool_base) &&
-         a.page_bytes % 16 == 0 && a.initial_pages != nullptr && a.final_pages != nullptr;
+         a.page_bytes % 16 == 0 && a.initial_pages != nullptr && a.final_pages != nullptr &&
+         a.checkpoint_count >= 0 &&
+         (a.checkpoint_count == 0 ||
+          (a.checkpoint_pages != nullptr && a.checkpoint_copy != nullptr));
 }
 
 }  // namespace

@@ -30,6 +30,15 @@ struct SpanFixupArgs {
   int32_t num_pages = 0;
   const int32_t* initial_pages = nullptr;
   const int32_t* final_pages = nullptr;
+  // The sequence's prefix-state slots (GdnParams::checkpoint_pages of
+  // sequence 0, checkpoint_count of them; 0: none): an id outside the pool
+  // and not kZeroStatePage makes the call's ids unusable, as above. The
+  // fixup writes phase 3's copy of the slots into checkpoint_copy: the ids,
+  // or kZeroStatePage in every slot when the ids are unusable, so that
+  // phase 3 (on NaN then) stores no prefix state.
+  const int32_t* checkpoint_pages = nullptr;
+  int32_t checkpoint_count = 0;
+  int32_t* checkpoint_copy = nullptr;
   int num_v_heads = 0;
   StateDType state_dtype = StateDType::kF32;  // the real pages' (any dtype)
   // int8 / fp8 pages: the final copy encodes with kernels/state_quant.h's
@@ -47,11 +56,12 @@ struct SpanFixupArgs {
 // The identity page (SpanPages::identity(): S[h] = I for every head).
 cudaError_t LaunchSpanIdentity(const SpanFixupArgs& args, cudaStream_t stream);
 // Z_0 from the initial page (any dtype), then Z_{p+1} = M_p Z_p + N_p for
-// p = 0 .. P-2 in fp32, one block per (value head, 16 columns of V).
+// p = 0 .. P-2 in fp32, one block per (value head, 16 columns of V); and
+// the copy of the checkpoint slots.
 cudaError_t LaunchSpanFixup(const SpanFixupArgs& args, cudaStream_t stream);
 // The scratch page SpanPages::last() into the real final page (rounded to
 // nearest for bf16 pages, as the fused kernel stores; int8 / fp8 pages: the
-// codes and column-pair scales of state_quant.h), when both real page ids are
+// codes and column-pair scales of state_quant.h), when the real page ids are
 // usable.
 cudaError_t LaunchSpanFinalCopy(const SpanFixupArgs& args, cudaStream_t stream);
 

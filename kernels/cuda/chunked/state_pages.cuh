@@ -26,21 +26,42 @@ __device__ __forceinline__ int CheckpointCountOf(const ChunkArgs& args, int n) {
   return CheckpointCount(args.cu_seqlens[n + 1] - args.cu_seqlens[n], args.checkpoint_interval);
 }
 
-// Whether sequence n's page ids are usable: the initial page in the pool or
-// kZeroStatePage, the final page in the pool, every checkpoint page in the
-// pool or kZeroStatePage. Otherwise the pass runs on a NaN state (the
-// sequence's o becomes NaN) and touches no page.
-__device__ __forceinline__ bool PagesOk(const ChunkArgs& args, int n) {
+// Whether sequence n's initial page is in the pool or kZeroStatePage and
+// its final page in the pool.
+__device__ __forceinline__ bool EndPagesOk(const ChunkArgs& args, int n) {
   const int ip = args.initial_pages[n], fp = args.final_pages[n];
   // (ip ok && fp >= 0) && fp < num_pages: the association of the original
-  // expression, which the register allocation of the chain depends on.
-  bool ok = GDN_PAGE_IN_POOL_OR_ZERO(ip, args.num_pages) && fp >= 0 && fp < args.num_pages;
+  // expression, which the register allocation of v7's chain depends on.
+  return GDN_PAGE_IN_POOL_OR_ZERO(ip, args.num_pages) && fp >= 0 && fp < args.num_pages;
+}
+
+// Whether sequence n's page ids are usable: EndPagesOk and every checkpoint
+// page in the pool or kZeroStatePage. Otherwise the pass runs on a NaN state
+// (the sequence's o becomes NaN) and touches no page.
+__device__ __forceinline__ bool PagesOk(const ChunkArgs& args, int n) {
+  bool ok = EndPagesOk(args, n);
   const int count = CheckpointCountOf(args, n);
   for (int m = 0; m < count; ++m) {
     const int id = args.checkpoint_pages[n * args.checkpoints_per_seq + m];
     ok &= GDN_PAGE_IN_POOL_OR_ZERO(id, args.num_pages);
   }
   return ok;
+}
+
+// Where sequence n's prefix states go (checkpoint_interval > 0): the state
+// after its first `done` tokens (a multiple of the interval) into slot
+// first + done / interval - 1 when done < limit; the span path's phase 3
+// (ChunkArgs::spans_of_one_sequence) counts from the whole sequence's.
+struct CheckpointSlots {
+  int first;
+  int limit;
+};
+__device__ __forceinline__ CheckpointSlots CheckpointSlotsOf(const ChunkArgs& args, int n) {
+  const int t0 = args.cu_seqlens[n];
+  if (!args.spans_of_one_sequence) {
+    return {n * args.checkpoints_per_seq, args.cu_seqlens[n + 1] - t0};
+  }
+  return {t0 / args.checkpoint_interval, args.cu_seqlens[args.num_seqs] - t0};
 }
 
 // Element `at` ((h K + d) V + e) of a page of `dtype` as fp32; int8 / fp8
