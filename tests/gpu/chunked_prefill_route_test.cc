@@ -3,8 +3,8 @@
 // compute capability 9.0 device and match the float64 oracle within v7's
 // bars (chunked_prefill_fixture.h), int8 / fp8 pages too (forced, both
 // roundings and gatings); calls it refuses (K = 64, per-token states, v7's
-// knobs) go to v7, and the span path refuses checkpoints; the default
-// threshold on
+// knobs) go to v7; long single sequences with checkpoints take the span
+// path; the default threshold on
 // sequences x value heads; the forced generations and their errors; long
 // single sequences and huge / tiny q / k rows forced through v8 (and v7)
 // against the oracle. On
@@ -217,27 +217,23 @@ TEST_F(ChunkedPrefillRouteTest, AutoRouteCutsLongSingleSequences) {
 // the pages' roundings (ChunkedStateTolerance), both roundings and gatings,
 // initial states from pages and the zero page. kAuto routes them as fp32
 // pages (a long single sequence: the span path, whose final copy encodes
-// them, span_fixup.h); a call with checkpoints never takes the span path
-// (forced kV8Spans: InvalidArgument), kAuto gives it the unsplit v8 call.
+// them, span_fixup.h), with kept prefix states too (the server's interval of
+// one chunk, or a client's of 4096 tokens: spans of whole intervals).
 TEST_F(ChunkedPrefillRouteTest, QuantizedPagesThroughV8) {
   std::vector<int32_t> cu = {0, 32768};
   GdnParams long_one = PlanParams(1);
   long_one.cu_seqlens_host = cu.data();
-  GdnParams long_kept = long_one;  // kept prefix states
-  long_kept.checkpoint_interval = 64;
-  launcher().set_generation(ChunkedGeneration::kV8Spans);
-  EXPECT_EQ(launcher().ResolveGeneration(Options(2, 4, 128, 128), long_kept).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  launcher().set_generation(ChunkedGeneration::kAuto);
   GdnOptions wide = Options(16, 32, 128, 128);
   wide.state_dtype = StateDType::kFP8;
-  absl::StatusOr<ChunkedGeneration> pick = launcher().ResolveGeneration(wide, long_one);
-  ASSERT_TRUE(pick.ok()) << pick.status();
-  EXPECT_EQ(*pick, sm90_ ? ChunkedGeneration::kV8Spans : ChunkedGeneration::kV7)
-      << "16/32 x 32768, fp8 pages";
-  pick = launcher().ResolveGeneration(wide, long_kept);
-  ASSERT_TRUE(pick.ok()) << pick.status();
-  EXPECT_EQ(*pick, SupportedPick()) << "16/32 x 32768, fp8 pages, checkpoints: v8 unsplit";
+  launcher().set_generation(ChunkedGeneration::kAuto);
+  for (int interval : {0, 64, 4096}) {
+    GdnParams params = long_one;
+    params.checkpoint_interval = interval;
+    absl::StatusOr<ChunkedGeneration> pick = launcher().ResolveGeneration(wide, params);
+    ASSERT_TRUE(pick.ok()) << pick.status();
+    EXPECT_EQ(*pick, sm90_ ? ChunkedGeneration::kV8Spans : ChunkedGeneration::kV7)
+        << "16/32 x 32768, fp8 pages, checkpoint interval " << interval;
+  }
   if (!sm90_) GTEST_SKIP() << "v8 runs on compute capability 9.0 only";
 
   launcher().set_generation(ChunkedGeneration::kV8);
