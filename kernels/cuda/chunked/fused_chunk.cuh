@@ -63,12 +63,16 @@ namespace gdn::cuda::chunked {
 // Grid N * Hv (block = n * Hv + h), kFusedThreads threads,
 // FusedChunkSmem::kBytes of dynamic shared memory. args: cu_seqlens,
 // chunk_table (filled), initial / final pages, pool, o, num_* , group_size,
-// scale, state_dtype (fp32 or bf16); `decay` = the workspace's decay [ch],
-// `rescaled` its tile flags [cq] (FixTileRows).
+// scale, state_dtype; `decay` = the workspace's decay [ch], `rescaled` its
+// tile flags [cq] (FixTileRows).
 // kWHiLo: W' enters U' in Op hi + lo parts (12 k-steps instead of 8), see
 // step 3 and FusedChunkOptions (fused_chunk.h). kWithO false: the state-only
-// form above (args.o is not read).
-template <typename In, bool kWHiLo, bool kWithO>
+// form above (args.o is not read). kQuantPages: int8 / fp8 pages (state or
+// checkpoints) too; without it fp32 / bf16 pages only. The quantized load
+// and stores are most of the kernel's code, and inlined into the chunk loop
+// (a checkpoint store) they cost the fp32 / bf16 calls 3-7% (H100,
+// 2026-12-05), so they live in instances of their own.
+template <typename In, bool kWHiLo, bool kWithO, bool kQuantPages>
 __global__ void __launch_bounds__(kFusedThreads, 1)
     FusedChunkKernel(const __grid_constant__ FusedChunkMaps maps, const ChunkArgs args,
                      const float* __restrict__ decay, const int32_t* __restrict__ rescaled) {
@@ -165,7 +169,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
   // phase 3: its checkpoint ids were checked by the fixup, span_fixup.h.)
   const bool pages_ok = args.spans_of_one_sequence ? EndPagesOk(args, n) : PagesOk(args, n);
   float s[64];
-  LoadStateRows<K, V>(s, args, ip, pages_ok, h, row0, t);
+  LoadStateRows<K, V, kQuantPages>(s, args, ip, pages_ok, h, row0, t);
 
   for (int cc = 0; cc < num_chunks; ++cc) {
     const int stage = cc % kFusedStages;
@@ -357,8 +361,9 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
                          ? args.checkpoint_pages[slots.first + done / args.checkpoint_interval - 1]
                          : kZeroStatePage;
       if (id != kZeroStatePage) {
-        StoreStateRows<K, V>(s, args, args.checkpoint_pool_base + id * args.checkpoint_page_bytes,
-                             args.checkpoint_dtype, h, row0, t, seq_t0 + done - 1);
+        StoreStateRows<K, V, kQuantPages>(
+            s, args, args.checkpoint_pool_base + id * args.checkpoint_page_bytes,
+            args.checkpoint_dtype, h, row0, t, seq_t0 + done - 1);
       }
     }
 
@@ -392,8 +397,9 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
   // The last token's gates salt a stochastic int8 / fp8 store (every
   // sequence has a token: ValidateParams).
   if (pages_ok) {
-    StoreStateRows<K, V>(s, args, args.pool_base + static_cast<int64_t>(fp) * args.page_bytes,
-                         args.state_dtype, h, row0, t, seq_end - 1);
+    StoreStateRows<K, V, kQuantPages>(
+        s, args, args.pool_base + static_cast<int64_t>(fp) * args.page_bytes, args.state_dtype,
+        h, row0, t, seq_end - 1);
   }
 }
 

@@ -72,7 +72,10 @@ cudaError_t FusedChunkSupports(const ChunkArgs& args, int head_dim_k, int head_d
 // o is NaN and no page is written. args.o null: no o is written (the span
 // path's runs that only want end states); with options.w_hi_lo (the
 // default) the state-only instance runs, which loads no q or P and forms
-// no O. Returns the first error.
+// no O. int8 / fp8 pages (state_dtype, or checkpoint_dtype with
+// checkpoints) run instances of their own (FusedChunkKernel's kQuantPages),
+// compiled for the default w_hi_lo only: cudaErrorNotSupported without it.
+// Returns the first error.
 cudaError_t LaunchFusedChunkPrefill(const ChunkArgs& args, int head_dim_k, int head_dim_v,
                                     int64_t total_tokens, void* workspace,
                                     size_t workspace_bytes, cudaStream_t stream,

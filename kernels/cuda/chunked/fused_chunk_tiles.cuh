@@ -135,7 +135,8 @@ __device__ __forceinline__ uint64_t DescKMajor(uint32_t block, int kk) {
 // (one scale pair each: AccLayoutKeepsScalePairsInLaneOctets below), so two
 // scales serve all 64 codes. (One pass over all four dtypes spilled five
 // registers of the main loop.)
-template <int K, int V>
+// kQuant: int8 / fp8 pages too (else fp32 / bf16 only).
+template <int K, int V, bool kQuant>
 __device__ __forceinline__ void LoadStateRows(float (&s)[64], const ChunkArgs& args, int ip,
                                               bool pages_ok, int h, int row0, int t) {
   if (!pages_ok || ip == kZeroStatePage) {
@@ -149,7 +150,7 @@ __device__ __forceinline__ void LoadStateRows(float (&s)[64], const ChunkArgs& a
   auto at = [&](int i) {
     return head + static_cast<int64_t>(AccCol(t, i)) * V + row0 + AccRow(t, i);
   };
-  if (!IsQuantizedState(args.state_dtype)) {
+  if (!kQuant || !IsQuantizedState(args.state_dtype)) {
     const bool f32 = args.state_dtype == StateDType::kF32;
 #pragma unroll
     for (int i = 0; i < 64; ++i) {
@@ -260,13 +261,13 @@ __device__ __forceinline__ void StoreQuantStateRows(const float (&s)[64], const 
 }
 
 // S^T rows into a page of `dtype` (the final page or a checkpoint's; int8
-// / fp8 through StoreQuantStateRows). Every consumer thread calls it (the
-// quantized store shuffles within warps).
-template <int K, int V>
+// / fp8 through StoreQuantStateRows, kQuant only). Every consumer thread
+// calls it (the quantized store shuffles within warps).
+template <int K, int V, bool kQuant>
 __device__ __forceinline__ void StoreStateRows(const float (&s)[64], const ChunkArgs& args,
                                                char* page, StateDType dtype, int h, int row0,
                                                int t, int64_t last_token) {
-  if (IsQuantizedState(dtype)) {
+  if (kQuant && IsQuantizedState(dtype)) {
     StoreQuantStateRows<K, V>(s, args, page, dtype == StateDType::kInt8, h, row0, t,
                               last_token);
     return;
