@@ -14,8 +14,8 @@
 //   3. split form only: o for every chunk in parallel;
 // plus a one-block kernel that builds the chunk table from cu_seqlens.
 //
-// That is v7. Calls v8 can run (K = V = 128, fp32 / bf16 pages, no
-// checkpoints, compute capability 9.0) with enough sequences x value heads
+// That is v7. Calls v8 can run (K = V = 128, pages of any dtype, checkpoints
+// at whole chunks, compute capability 9.0) with enough sequences x value heads
 // take v8 instead (ChunkedGeneration below; chunked_prefill_v8.cc): chunk
 // table, TPrep and one fused kernel (kernels/cuda/chunked/fused_chunk.h).
 //
@@ -57,12 +57,14 @@ enum class ChunkedStatePass : int { kAuto = 0, kSplit = 4, kFused = 5 };
 // kernels above (every shape and state dtype of Supports). kV8: form P of
 // bench/prefill/HOPPER_DESIGN.md §5 step 2 (kernels/cuda/chunked/
 // fused_chunk.h: chunk table, TPrep, FusedChunkKernel; sm_90a only; K = V =
-// 128, fp32 or bf16 pages, no checkpoints). kAuto (the default) picks v8
-// where ChunkedPrefill::ResolveGeneration says so, else v7. The values are
-// the C ABI's codes (gdn_chunked_prefill_tuned's state_variant 7 and 8).
+// 128, pages of any state dtype, checkpoints at whole chunks). kAuto (the
+// default) picks v8 where ChunkedPrefill::ResolveGeneration says so, else v7.
+// The values are the C ABI's codes (gdn_chunked_prefill_tuned's
+// state_variant 7 and 8).
 // kV8Spans: v8 with one sequence cut into spans walked in parallel
-// (chunked/span_plan.h; HOPPER_DESIGN.md §4.7); kAuto picks it for one
-// sequence the plan cuts into 3 or more spans (AutoSpans).
+// (chunked/span_plan.h; HOPPER_DESIGN.md §4.7; with checkpoints, spans of
+// whole checkpoint intervals); kAuto picks it for one sequence the plan
+// cuts into 3 or more spans (AutoSpans).
 enum class ChunkedGeneration : int { kAuto = 0, kV7 = 7, kV8 = 8, kV8Spans = 9 };
 
 class ChunkedPrefill {
@@ -119,8 +121,9 @@ class ChunkedPrefill {
   // (HOPPER_DESIGN.md §4.7) to beat v7.
   static int DefaultV8MinUnits(int sm_count) { return sm_count / 6; }
   // The spans kAuto would cut this call into: chunked::PlanSpans of its one
-  // sequence on this device's SMs, for sequences of kAutoSpansMinTokens or
-  // more (else 1, as for several sequences or without cu_seqlens_host).
+  // sequence on this device's SMs (in units of its checkpoint interval, if
+  // any), for sequences of kAutoSpansMinTokens or more (else 1, as for
+  // several sequences or without cu_seqlens_host).
   // kAuto takes the span path from 3 spans. Measured on the H200
   // (route_bench, bench/results/2026-12-05-prefill-spans, planned spans / v8
   // / v7 ms): 16/32 1 x 32768 (3 spans) 1.316 / 1.732 / 1.904, 1 x 8192 (3)

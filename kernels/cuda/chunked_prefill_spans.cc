@@ -8,8 +8,9 @@
 //   side:                         fork -> M runs (identity, v = 0) -> join
 //
 // Every piece lives in the one grow-only workspace (stream-ordered), laid
-// out as SpanLayout below. Only phase 3 writes o (the N and M runs keep their
-// end states alone).
+// out as SpanLayout below. Only phase 3 writes o and prefix states (the N and
+// M runs keep their end states alone); with prefix states the spans are
+// whole checkpoint intervals (chunked::SpanUnitChunks).
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -24,6 +25,7 @@
 #include "kernels/cuda/chunked/span_plan.h"
 #include "kernels/cuda/chunked_prefill.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/gdn_params.h"
 
 namespace gdn::cuda {
 namespace {
@@ -32,10 +34,11 @@ size_t Round256(size_t bytes) { return (bytes + 255) & ~size_t{255}; }
 
 // Byte offsets in the workspace of a span call.
 struct SpanLayout {
-  size_t table_whole = 0, tprep = 0, table_head = 0, table_all = 0, arrays = 0, zero_v = 0,
-         scratch = 0, total = 0;
+  size_t table_whole = 0, tprep = 0, table_head = 0, table_all = 0, arrays = 0,
+         checkpoint_copy = 0, zero_v = 0, scratch = 0, total = 0;
   size_t tprep_bytes = 0, scratch_page_bytes = 0;
-  SpanLayout(const GdnOptions& options, int64_t chunks, int spans, size_t array_elems) {
+  SpanLayout(const GdnOptions& options, int64_t chunks, int spans, size_t array_elems,
+             int checkpoints) {
     const int Hqk = options.shape.num_qk_heads, Hv = options.shape.num_v_heads;
     size_t at = 0;
     auto take = [&at](size_t bytes) {
@@ -49,6 +52,7 @@ struct SpanLayout {
     table_head = take(chunked::ChunkTableBytes(spans - 1, chunks));
     table_all = take(chunked::ChunkTableBytes(spans, chunks));
     arrays = take(array_elems * sizeof(int32_t));
+    checkpoint_copy = take(static_cast<size_t>(checkpoints) * sizeof(int32_t));
     zero_v = take(size_t{chunked::kChunk} * Hv * 128 * 2);
     scratch_page_bytes = Round256(static_cast<size_t>(Hv) * 128 * 128 * 4);  // fp32
     scratch = take(chunked::SpanPages{spans}.count() * scratch_page_bytes);
@@ -63,7 +67,8 @@ absl::Status ChunkedPrefill::RunV8Spans(const GdnOptions& options, const GdnPara
   const int64_t tokens = params.cu_seqlens_host[1] - params.cu_seqlens_host[0];
   const chunked::SpanPlan plan = chunked::PlanSpans(
       tokens, options.shape.num_v_heads, chunked::MultiprocessorCount(),
-      generation_ == ChunkedGeneration::kV8Spans ? v8_spans_ : 0);
+      generation_ == ChunkedGeneration::kV8Spans ? v8_spans_ : 0,
+      chunked::SpanUnitChunks(params.checkpoint_interval));
   const int P = plan.spans();
   // The final copy stores 16-byte vectors into the real pool.
   const bool pool_aligned = reinterpret_cast<uintptr_t>(params.pool.base) % 16 == 0 &&
@@ -76,7 +81,9 @@ absl::Status ChunkedPrefill::RunV8Spans(const GdnOptions& options, const GdnPara
   }
   const int64_t chunks = chunked::CountChunks(params);
   const chunked::SpanArrays arrays = chunked::MakeSpanArrays(plan);
-  const SpanLayout layout(options, chunks, P, arrays.data.size());
+  const int checkpoints =
+      CheckpointCount(static_cast<int32_t>(tokens), params.checkpoint_interval);
+  const SpanLayout layout(options, chunks, P, arrays.data.size(), checkpoints);
   if (absl::Status s = EnsureWorkspace(layout.total, 3, stream); !s.ok()) return s;
   if (side_stream_ == nullptr) {  // all three, or none (kept for a retry)
     cudaStream_t side = nullptr;
@@ -111,8 +118,16 @@ absl::Status ChunkedPrefill::RunV8Spans(const GdnOptions& options, const GdnPara
   fix.num_pages = params.pool.num_pages;
   fix.initial_pages = params.initial_pages;
   fix.final_pages = params.final_pages;
+  fix.checkpoint_pages = params.checkpoint_pages;  // sequence 0's slots
+  fix.checkpoint_count = checkpoints;
+  fix.checkpoint_copy = reinterpret_cast<int32_t*>(ws + layout.checkpoint_copy);
   fix.num_v_heads = options.shape.num_v_heads;
   fix.state_dtype = options.state_dtype;
+  fix.stochastic_rounding = options.state_rounding == StateRounding::kStochastic;
+  const bool fused_gating = options.gating == GatingMode::kFused;
+  fix.salt_gate = fused_gating ? params.a : params.g;
+  fix.salt_strength = fused_gating ? params.b : params.beta;
+  fix.last_token = tokens - 1;  // one sequence from token 0
   GDN_CUDA_RETURN_IF_ERROR(chunked::LaunchSpanIdentity(fix, stream));
 
   // TPrep over the whole sequence (its chunk table too).
@@ -140,15 +155,21 @@ absl::Status ChunkedPrefill::RunV8Spans(const GdnOptions& options, const GdnPara
     a.state_dtype = StateDType::kF32;  // the scratch pages (span_fixup.h says why)
     return a;
   };
-  // Phase 1 keeps end states only: no o.
+  // Phase 1 keeps end states only: no o, no prefix states (not yet the
+  // sequence's).
   chunked::ChunkArgs n_runs =
       span_args(P - 1, arrays.cu_head, layout.table_head, arrays.zero_init, arrays.n_pages);
   n_runs.o = nullptr;
-  chunked::ChunkArgs m_runs =
-      span_args(P - 1, arrays.cu_head, layout.table_head, arrays.identity, arrays.m_pages);
-  m_runs.o = nullptr;
-  const chunked::ChunkArgs all =
+  n_runs.checkpoint_interval = 0;
+  chunked::ChunkArgs m_runs = n_runs;
+  m_runs.initial_pages = dev_arrays + arrays.identity;
+  m_runs.final_pages = dev_arrays + arrays.m_pages;
+  // Phase 3 stores the prefix states (in the real pool, whole's checkpoint
+  // pool) into the fixup's copy of the slots.
+  chunked::ChunkArgs all =
       span_args(P, arrays.cu_all, layout.table_all, arrays.z_pages, arrays.ends);
+  all.spans_of_one_sequence = true;
+  all.checkpoint_pages = fix.checkpoint_copy;
   GDN_CUDA_RETURN_IF_ERROR(chunked::LaunchChunkTable(n_runs, stream));
   GDN_CUDA_RETURN_IF_ERROR(chunked::LaunchChunkTable(all, stream));
 

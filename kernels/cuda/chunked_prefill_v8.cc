@@ -32,8 +32,8 @@ std::string V8Refusal(const GdnOptions& options, const GdnParams& params) {
   const cudaError_t e =
       chunked::FusedChunkSupports(args, options.shape.head_dim_k, options.shape.head_dim_v);
   if (e != cudaSuccess) {
-    return absl::StrCat("v8 takes K = V = 128, bf16 / fp16 inputs, fp32 / bf16 pages and no "
-                        "checkpoints (",
+    return absl::StrCat("v8 takes K = V = 128, bf16 / fp16 inputs and checkpoints at "
+                        "multiples of 64 tokens (",
                         cudaGetErrorName(e), ")");
   }
   if (!Aligned16(params.q) || !Aligned16(params.k) || !Aligned16(params.v) ||
@@ -73,7 +73,9 @@ int ChunkedPrefill::AutoSpans(const GdnOptions& options, const GdnParams& params
   static const int sms = chunked::MultiprocessorCount();
   const int64_t tokens = params.cu_seqlens_host[1] - params.cu_seqlens_host[0];
   if (tokens < kAutoSpansMinTokens) return 1;
-  return chunked::PlanSpans(tokens, options.shape.num_v_heads, sms, 0).spans();
+  return chunked::PlanSpans(tokens, options.shape.num_v_heads, sms, 0,
+                            chunked::SpanUnitChunks(params.checkpoint_interval))
+      .spans();
 }
 
 size_t ChunkedPrefill::V8WorkspaceBytes(const GdnOptions& options, int num_seqs,

@@ -1,8 +1,10 @@
 // ChunkedPrefill's generation router (ChunkedGeneration, chunked_prefill.h):
 // calls v8 (kernels/cuda/chunked/fused_chunk.h) can run go to v8 on a
 // compute capability 9.0 device and match the float64 oracle within v7's
-// bars (chunked_prefill_fixture.h); calls it refuses (K = 64, int8 / fp8
-// pages, checkpoints, v7's knobs) go to v7; the default threshold on
+// bars (chunked_prefill_fixture.h), int8 / fp8 pages too (forced, both
+// roundings and gatings); calls it refuses (K = 64, per-token states, v7's
+// knobs) go to v7; long single sequences with checkpoints take the span
+// path; the default threshold on
 // sequences x value heads; the forced generations and their errors; long
 // single sequences and huge / tiny q / k rows forced through v8 (and v7)
 // against the oracle. On
@@ -112,18 +114,13 @@ TEST_F(ChunkedPrefillRouteTest, RefusedCallsStayOnV7) {
   EXPECT_EQ(launcher().last_generation(), ChunkedGeneration::kV7);
   chunked_->Configure(0);
 
-  // Plans alone (no launch): int8 / fp8 pages, checkpoints, K = 64.
-  GdnOptions int8 = Options(2, 4, 128, 128);
-  int8.state_dtype = StateDType::kInt8;
-  GdnOptions fp8 = int8;
-  fp8.state_dtype = StateDType::kFP8;
+  // Plans alone (no launch): a state after every token (kPerTokenStates:
+  // v8 writes prefix states at chunk ends only), K = 64.
   struct Refused {
     GdnOptions options;
     GdnParams params;
   };
-  const std::vector<Refused> refused = {{int8, PlanParams(8)},
-                                        {fp8, PlanParams(8)},
-                                        {Options(2, 4, 128, 128), PlanParams(8, 64)},
+  const std::vector<Refused> refused = {{Options(2, 4, 128, 128), PlanParams(8, kPerTokenStates)},
                                         {Options(2, 4, 64, 128), PlanParams(8)}};
   for (const Refused& r : refused) {
     SCOPED_TRACE(absl::StrCat(DescribeOptions(r.options), " checkpoint_interval ",
@@ -213,6 +210,48 @@ TEST_F(ChunkedPrefillRouteTest, AutoRouteCutsLongSingleSequences) {
     EXPECT_EQ(launcher().last_spans(), cuda::chunked::PlanSpans(8192, 8, SmCount(), 0).spans());
   }
   launcher().set_v8_spans(0);
+}
+
+// int8 / fp8 pages forced through v8 (fused_chunk_tiles.cuh: the pair scales
+// by warp shuffles, the same codec as v7): the oracle within v7's bars plus
+// the pages' roundings (ChunkedStateTolerance), both roundings and gatings,
+// initial states from pages and the zero page. kAuto routes them as fp32
+// pages (a long single sequence: the span path, whose final copy encodes
+// them, span_fixup.h), with kept prefix states too (the server's interval of
+// one chunk, or a client's of 4096 tokens: spans of whole intervals).
+TEST_F(ChunkedPrefillRouteTest, QuantizedPagesThroughV8) {
+  std::vector<int32_t> cu = {0, 32768};
+  GdnParams long_one = PlanParams(1);
+  long_one.cu_seqlens_host = cu.data();
+  GdnOptions wide = Options(16, 32, 128, 128);
+  wide.state_dtype = StateDType::kFP8;
+  launcher().set_generation(ChunkedGeneration::kAuto);
+  for (int interval : {0, 64, 4096}) {
+    GdnParams params = long_one;
+    params.checkpoint_interval = interval;
+    absl::StatusOr<ChunkedGeneration> pick = launcher().ResolveGeneration(wide, params);
+    ASSERT_TRUE(pick.ok()) << pick.status();
+    EXPECT_EQ(*pick, sm90_ ? ChunkedGeneration::kV8Spans : ChunkedGeneration::kV7)
+        << "16/32 x 32768, fp8 pages, checkpoint interval " << interval;
+  }
+  if (!sm90_) GTEST_SKIP() << "v8 runs on compute capability 9.0 only";
+
+  launcher().set_generation(ChunkedGeneration::kV8);
+  for (StateDType st : {StateDType::kInt8, StateDType::kFP8}) {
+    for (StateRounding r : {StateRounding::kNearest, StateRounding::kStochastic}) {
+      for (GatingMode gating : {GatingMode::kDirect, GatingMode::kFused}) {
+        GdnOptions options = Options(2, 4, 128, 128);
+        options.state_dtype = st;
+        options.state_rounding = r;
+        options.gating = gating;
+        for (bool from_pages : {true, false}) {
+          ExpectPrefillMatches(options, {1, 63, 64, 65, 200, 333}, from_pages);
+          EXPECT_EQ(launcher().last_generation(), ChunkedGeneration::kV8);
+        }
+      }
+    }
+  }
+  launcher().set_generation(ChunkedGeneration::kAuto);
 }
 
 // Each generation forced on the same kind of call: both within v7's bars,

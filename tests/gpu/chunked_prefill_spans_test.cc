@@ -3,7 +3,8 @@
 // in parallel, the start states fixed up, the spans run again from them.
 // Against the float64 oracle within v7's bars (chunked_prefill_fixture.h):
 // span counts from 2 to one chunk per span, zero and stored initial states,
-// fp32 and bf16 pages, fused gating with GVA groups, no L2 norm, fp16
+// fp32, bf16, int8 and fp8 pages (both roundings), fused gating with GVA
+// groups, no L2 norm, fp16
 // inputs, no decay (M the full product of the token maps), strong decay,
 // beta 1, all-equal tokens and huge / tiny q / k rows; the planned count on
 // FlashQLA's few-heads shape; unusable page ids (o NaN, no page touched,
@@ -92,6 +93,30 @@ TEST_F(ChunkedPrefillSpansTest, GatingNormInputsAndProfiles) {
   q_max_.clear();
   k_max_.clear();
   EXPECT_EQ(launcher().last_generation(), ChunkedGeneration::kV8Spans);
+}
+
+// int8 / fp8 pages: Z_0 decoded from the initial page by the fixup, the
+// final page encoded by the final copy (state_quant.h's codec and salt), both
+// roundings and gatings; the bars add the pages' roundings
+// (ChunkedStateTolerance).
+TEST_F(ChunkedPrefillSpansTest, QuantizedPagesMatchTheOracle) {
+  for (int spans : {3, 5}) {
+    for (StateDType st : {StateDType::kInt8, StateDType::kFP8}) {
+      for (StateRounding r : {StateRounding::kNearest, StateRounding::kStochastic}) {
+        SCOPED_TRACE(absl::StrCat(spans, " spans"));
+        UseSpans(spans);
+        GdnOptions options = Options(2, 4, 128, 128);
+        options.state_dtype = st;
+        options.state_rounding = r;
+        options.gating = r == StateRounding::kStochastic ? GatingMode::kFused : GatingMode::kDirect;
+        for (bool from_pages : {true, false}) {
+          ExpectPrefillMatches(options, {1000}, from_pages);
+          EXPECT_EQ(launcher().last_generation(), ChunkedGeneration::kV8Spans);
+          EXPECT_EQ(launcher().last_spans(), spans);
+        }
+      }
+    }
+  }
 }
 
 // FlashQLA's 2/8 row, shortened: the planned count (9 spans on 132 SMs).

@@ -3,9 +3,10 @@
 // and 128, both state dtypes, fused gating, the in-kernel L2 norm, extreme
 // gates, and a prefill continued by the cuda backend's decode. Every case
 // goes through ChunkedPrefill's generation router (kAuto): these small
-// shapes keep v7 (too few sequences x heads, or K / V 64, or checkpoints),
-// but for PrefillThenDecodeMatchesOracle, which runs both generations;
-// chunked_prefill_route_test.cc covers the v8 side.
+// shapes keep v7 (too few sequences x heads, or K / V 64), but for
+// PrefillThenDecodeMatchesOracle, which runs both generations;
+// chunked_prefill_route_test.cc covers the v8 side, and
+// chunked_prefill_checkpoints_test.cc the prefix states of both.
 //
 // ChunkedOnlyBackend, the bars and the fixture: chunked_prefill_fixture.h.
 #include <cuda_runtime_api.h>
@@ -227,91 +228,6 @@ TEST_F(ChunkedPrefillTest, EveryKernel2FormAndVTileGiveTheSameBits) {
     }
   }
   chunked_->Configure(0);
-}
-
-// Prefix states (GdnParams::checkpoint_interval) from kernel 2's chain:
-// every checkpoint page against the oracle's state after that prefix (the
-// final-state bars), in both kernel-2 forms at every V tile, fp32 and bf16
-// pages, bf16 and fp16 inputs, intervals of one and two chunks; o and the
-// final states stay within their bars too.
-TEST_F(ChunkedPrefillTest, PrefixStatesAtCheckpoints) {
-  const std::vector<int> lens = {300, 64, 65, 1, 1000, 129};
-  struct Case {
-    DType input;
-    StateDType state;
-    int v_tile;
-    cuda::ChunkedStatePass form;
-    int interval;
-  };
-  constexpr cuda::ChunkedStatePass kSplit = cuda::ChunkedStatePass::kSplit;
-  constexpr cuda::ChunkedStatePass kFused = cuda::ChunkedStatePass::kFused;
-  const std::vector<Case> cases = {
-      {DType::kBF16, StateDType::kF32, 16, kSplit, 64},
-      {DType::kBF16, StateDType::kF32, 32, kFused, 128},
-      {DType::kBF16, StateDType::kBF16, 64, kFused, 64},
-      {DType::kBF16, StateDType::kF32, 64, kSplit, 192},
-      {DType::kF16, StateDType::kF32, 32, kFused, 64},
-      {DType::kF16, StateDType::kBF16, 16, kSplit, 128},
-  };
-  for (const Case& c : cases) {
-    GdnOptions options = Options(2, 4, 128, 128);
-    options.input_dtype = c.input;
-    options.state_dtype = c.state;
-    const uint64_t seed = FreshSeed();
-    SCOPED_TRACE(absl::StrCat(DescribeOptions(options), " v_tile ", c.v_tile, " kernel 2 form ",
-                              static_cast<int>(c.form), " interval ", c.interval, " seed ", seed));
-    chunked_->Configure(c.v_tile, c.form);
-    const oracle::Inputs inputs = testing::MakeRandomInputs(options, lens, seed, true);
-    absl::StatusOr<testing::BackendOutputs> got = testing::RunOnBackend(
-        *chunked_, options, inputs, testing::EntryPoint::kPrefill, c.interval);
-    ASSERT_TRUE(got.ok()) << got.status();
-    absl::StatusOr<testing::ErrorStats> e = testing::CompareCheckpointStates(
-        got->checkpoint_states, testing::OracleCheckpointStates(options, inputs, c.interval));
-    ASSERT_TRUE(e.ok()) << e.status();
-    EXPECT_EQ(got->checkpoint_states[4].size(), static_cast<size_t>(999 / c.interval));
-    const Tolerance tol = ChunkedStateTolerance(options);
-    EXPECT_EQ(e->nonfinite, 0);
-    EXPECT_LE(e->max_abs_rel, tol.max_abs_rel) << testing::ToString(*e);
-    EXPECT_LE(e->rel_l2, tol.rel_l2) << testing::ToString(*e);
-    const oracle::Outputs want = oracle::Run(options, inputs);
-    const testing::ErrorStats o_err = testing::Compare(got->o.data(), want.o.data(), want.o.size());
-    EXPECT_LE(o_err.max_abs_rel, ChunkedOutputTolerance(options).max_abs_rel)
-        << testing::ToString(o_err);
-  }
-  chunked_->Configure(0);
-}
-
-// A checkpoint page id outside the pool: that sequence's o is NaN and none
-// of its pages is touched (the chain runs on a NaN state, as for a bad
-// final page); the other sequence and its checkpoints are unaffected.
-TEST_F(ChunkedPrefillTest, BadCheckpointPageTouchesNoPage) {
-  const GdnOptions options = Options(2, 4, 128, 128);
-  const oracle::Inputs inputs = testing::MakeRandomInputs(options, {300, 200}, FreshSeed(), true);
-  auto call = testing::StagedCall::Create(*chunked_, options, inputs, 64);
-  ASSERT_TRUE(call.ok()) << call.status();
-  std::vector<int32_t> slots = (*call)->checkpoint_pages();
-  const int32_t lost = slots[5];  // sequence 1's second checkpoint page
-  slots[5] = (*call)->params().pool.num_pages;
-  ASSERT_TRUE((*call)->SetCheckpointPages(slots).ok());
-  ASSERT_TRUE((*call)->Run(testing::EntryPoint::kPrefill).ok());
-  absl::StatusOr<std::vector<float>> o = ReadOutput(*chunked_, options, (*call)->params());
-  ASSERT_TRUE(o.ok()) << o.status();
-  const size_t row = size_t{4} * 128;
-  const auto first_nan = std::find_if(o->begin(), o->end(), [](float x) { return x != x; });
-  EXPECT_EQ(first_nan - o->begin(), static_cast<std::ptrdiff_t>(300 * row)) << "sequence 0's o";
-  EXPECT_TRUE(std::all_of(o->begin() + 300 * row, o->end(), [](float x) { return x != x; }))
-      << "sequence 1's o";
-  absl::StatusOr<std::vector<uint8_t>> pool = (*call)->PoolBytes();
-  ASSERT_TRUE(pool.ok());
-  const std::vector<uint8_t>& staged = (*call)->staged_pool_bytes();
-  const size_t page_bytes = static_cast<size_t>((*call)->params().pool.page_bytes);
-  auto unchanged = [&](int32_t page) {
-    return std::equal(pool->begin() + page * page_bytes, pool->begin() + (page + 1) * page_bytes,
-                      staged.begin() + page * page_bytes);
-  };
-  EXPECT_TRUE(unchanged((*call)->final_pages()[1])) << "sequence 1's final page";
-  for (int32_t page : {slots[4], slots[6], lost}) EXPECT_TRUE(unchanged(page)) << "page " << page;
-  for (int32_t m = 0; m < 4; ++m) EXPECT_FALSE(unchanged(slots[m])) << "sequence 0, checkpoint " << m;
 }
 
 TEST_F(ChunkedPrefillTest, ServerDefaultShapeLongSequence) {

@@ -4,7 +4,9 @@
 // comparison: o and the final state pages, on fresh random inputs (fixed
 // seed per case name). Each case prints one line with both kernels' errors
 // ("[ name ] v8 o ... | v8 W' Op o ... | v7 o ..."): v8 runs with W' in hi +
-// lo (the default, FusedChunkOptions) and with one Op rounding of W'. A
+// lo (the default, FusedChunkOptions) and with one Op rounding of W', and
+// the state-only instance (args.o null) must give the default's final pages
+// and write no o. A
 // timing test prints v8 (both, the whole call, table + TPrep and the fused
 // kernel alone) against v7 at 16/32, 4 x 8192 and 8 x 1024 (median of 7).
 //
@@ -65,11 +67,16 @@ Tolerance StateTolerance(DType dt, StateDType st) {
   return t;
 }
 
-cudaError_t RunV8(const Problem& pr, cudaStream_t stream, bool w_hi_lo = true, int stages = 3) {
+// with_o false: args.o null, the state-only instance (the span path's
+// phase-1 runs).
+cudaError_t RunV8(const Problem& pr, cudaStream_t stream, bool w_hi_lo = true, int stages = 3,
+                  bool with_o = true) {
   FusedChunkOptions options;
   options.w_hi_lo = w_hi_lo;
   options.stages = stages;
-  return LaunchFusedChunkPrefill(pr.Args(), kK, kV, pr.T, pr.ws.ptr,
+  ChunkArgs args = pr.Args();
+  if (!with_o) args.o = nullptr;
+  return LaunchFusedChunkPrefill(args, kK, kV, pr.T, pr.ws.ptr,
                                  FusedChunkWorkspaceBytes(pr.C, pr.options.shape.num_qk_heads,
                                                           pr.options.shape.num_v_heads),
                                  stream, options);
@@ -89,6 +96,7 @@ TEST_P(FusedChunkTest, MatchesFloat64AndV7) {
   // v8, both W' precisions (default hi + lo; "W' Op" the single rounding):
   // o and the final pages NaN-filled first (every entry must be written).
   Errors o8, s8, o8op, s8op;
+  Result full;  // the default variant's, for the state-only run below
   for (const bool hi_lo : {true, false}) {
     CUDA_OK(cudaMemset(pr.o.ptr, 0xFF, static_cast<size_t>(pr.T) * cs.Hv * kV * 2));
     for (int s = 0; s < pr.N; ++s) {
@@ -100,6 +108,39 @@ TEST_P(FusedChunkTest, MatchesFloat64AndV7) {
     Result v8;
     ASSERT_TRUE(ReadBack(pr, v8));
     Score(pr, v8, want, hi_lo ? o8 : o8op, hi_lo ? s8 : s8op);
+    if (hi_lo) full = v8;
+  }
+
+  // The state-only instance (no o: X_K alone, no q, P or O): the default
+  // variant's final pages, and no o entry written (the 0xFF fill stays NaN).
+  // The arithmetic of the state is the same, so the pages should agree to
+  // the bit; the bar allows rounding noise only (a layout error is O(1)).
+  {
+    CUDA_OK(cudaMemset(pr.o.ptr, 0xFF, static_cast<size_t>(pr.T) * cs.Hv * kV * 2));
+    for (int s = 0; s < pr.N; ++s) {
+      CUDA_OK(cudaMemset(pr.pool.as<char>() + pr.page_bytes * pr.final_pages[s], 0xFF,
+                         pr.page_bytes));
+    }
+    CUDA_OK(RunV8(pr, nullptr, true, 3, /*with_o=*/false));
+    CUDA_OK(cudaDeviceSynchronize());
+    Result so;
+    ASSERT_TRUE(ReadBack(pr, so));
+    int64_t o_written = 0, differ = 0;
+    for (const float x : so.o) o_written += std::isnan(x) ? 0 : 1;
+    double max_diff = 0, max_abs = 0;
+    for (int s = 0; s < pr.N; ++s) {
+      for (size_t e = 0; e < full.states[s].size(); ++e) {
+        const double a = full.states[s][e], b = so.states[s][e];
+        differ += a != b ? 1 : 0;
+        max_diff = std::max(max_diff, std::isfinite(b) ? std::fabs(a - b) : HUGE_VAL);
+        max_abs = std::max(max_abs, std::fabs(a));
+      }
+    }
+    std::printf("[ %s ] state-only: %lld state elements differ from the full run (max %.3g of "
+                "max |state| %.3g)\n",
+                cs.name.c_str(), static_cast<long long>(differ), max_diff, max_abs);
+    EXPECT_EQ(o_written, 0) << "the state-only run wrote o";
+    EXPECT_LE(max_diff, 1e-5 * max_abs) << "state-only final pages differ from the full run's";
   }
 
   // v7 on the same inputs (it rewrites o and the final pages).
@@ -210,7 +251,8 @@ TEST(FusedChunkPages, BadPageIdTouchesNoPage) {
   EXPECT_EQ(unwritten1, 0);
 }
 
-// Later steps of the design are refused before any launch.
+// Later steps of the design are refused before any launch; every page dtype
+// is taken.
 TEST(FusedChunkLaunch, RefusesUnsupported) {
   if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
   ChunkArgs args;
@@ -221,13 +263,17 @@ TEST(FusedChunkLaunch, RefusesUnsupported) {
   EXPECT_EQ(FusedChunkSupports(args, 128, 128), cudaSuccess);
   EXPECT_EQ(FusedChunkSupports(args, 64, 128), cudaErrorNotSupported);
   EXPECT_EQ(FusedChunkSupports(args, 128, 64), cudaErrorNotSupported);
-  args.state_dtype = StateDType::kInt8;
-  EXPECT_EQ(LaunchFusedChunkPrefill(args, 128, 128, 0, nullptr, 0, nullptr),
-            cudaErrorNotSupported);
-  args.state_dtype = StateDType::kFP8;
-  EXPECT_EQ(FusedChunkSupports(args, 128, 128), cudaErrorNotSupported);
+  // Every state dtype is taken (int8 / fp8: chunked_prefill_route_test's
+  // QuantizedPagesThroughV8 runs them against the oracle).
+  for (StateDType st : {StateDType::kF32, StateDType::kBF16, StateDType::kInt8,
+                        StateDType::kFP8}) {
+    args.state_dtype = st;
+    EXPECT_EQ(FusedChunkSupports(args, 128, 128), cudaSuccess) << StateDTypeName(st);
+  }
   args.state_dtype = StateDType::kBF16;
-  args.checkpoint_interval = 64;
+  args.checkpoint_interval = 128;  // whole chunks: taken
+  EXPECT_EQ(FusedChunkSupports(args, 128, 128), cudaSuccess);
+  args.checkpoint_interval = kPerTokenStates;  // every token: refused
   EXPECT_EQ(FusedChunkSupports(args, 128, 128), cudaErrorNotSupported);
   args.checkpoint_interval = 0;
   args.io_dtype = DType::kF32;

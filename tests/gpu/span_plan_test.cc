@@ -1,6 +1,7 @@
 // The v8 span path's host plan (kernels/cuda/chunked/span_plan.h): span
 // counts for FlashQLA's few-heads rows on the H200's 132 SMs, bounds on
-// whole chunks covering the sequence, forced counts, the page-id and
+// whole chunks (whole checkpoint intervals with prefix states) covering the
+// sequence, forced counts, the page-id and
 // sequence arrays of the three calls, and those calls composed exactly as
 // the cuda path composes them but run by the float64 oracle: they give the
 // whole sequence's o and final state. No device needed.
@@ -71,6 +72,36 @@ TEST(SpanPlanTest, ForcedCountsCapAtTheChunks) {
   EXPECT_EQ(PlanSpans(64, 32, 132, 4).spans(), 1);
   EXPECT_EQ(PlanSpans(0, 32, 132, 0).spans(), 1);
   EXPECT_EQ(PlanSpans(1000, 0, 132, 0).spans(), 1);
+}
+
+// With prefix states every unit of chunks (SpanUnitChunks of the
+// interval) every inner bound is a whole number of units, planned or forced.
+TEST(SpanPlanTest, UnitsOfCheckpointIntervals) {
+  EXPECT_EQ(SpanUnitChunks(0), 1);
+  EXPECT_EQ(SpanUnitChunks(64), 1);
+  EXPECT_EQ(SpanUnitChunks(192), 3);
+  EXPECT_EQ(SpanUnitChunks(kPerTokenStates), 1);
+  // 1000 tokens in units of 192: 5 whole units and 40 tokens, 2 + 2 + 2.
+  EXPECT_EQ(PlanSpans(1000, 4, 132, 3, 3).bounds, (std::vector<int32_t>{0, 384, 768, 1000}));
+  // Four units of 256 take at most four spans.
+  EXPECT_EQ(PlanSpans(1000, 4, 132, 8, 4).bounds,
+            (std::vector<int32_t>{0, 256, 512, 768, 1000}));
+  // Planned: 16/32 1 x 32768 at 4096 tokens still cuts 3 spans (3 + 3 + 2
+  // units); 2/8 at 8192 has 4 units for the 9 spans its heads allow.
+  EXPECT_EQ(PlanSpans(32768, 32, 132, 0, 64).bounds,
+            (std::vector<int32_t>{0, 12288, 24576, 32768}));
+  const SpanPlan four = PlanSpans(32768, 8, 132, 0, 128);
+  EXPECT_EQ(four.spans(), 4);
+  for (int unit : {1, 2, 5, 7}) {
+    for (int64_t tokens : {int64_t{8192}, int64_t{32768 + 17}, int64_t{5000}}) {
+      SCOPED_TRACE(::testing::Message() << unit << " chunks a unit, " << tokens << " tokens");
+      for (int forced : {0, 3, 6}) {
+        const SpanPlan plan = PlanSpans(tokens, 8, 132, forced, unit);
+        ExpectWellFormed(plan, tokens);
+        for (int p = 1; p < plan.spans(); ++p) EXPECT_EQ(plan.bounds[p] % (64 * unit), 0);
+      }
+    }
+  }
 }
 
 TEST(SpanPlanTest, ArraysOfTheThreeCalls) {

@@ -56,6 +56,20 @@ struct ChunkArgs {
   int32_t checkpoint_interval = 0;
   int32_t checkpoints_per_seq = 0;
   const int32_t* checkpoint_pages = nullptr;
+  // The pool the checkpoint pages are in (MakeChunkArgs: the state pool
+  // below). The span path's phase 3 runs on fp32 scratch pages and stores
+  // its prefix states into the real pool, in its dtype (v8 only).
+  char* checkpoint_pool_base = nullptr;
+  int64_t checkpoint_page_bytes = 0;
+  int32_t checkpoint_num_pages = 0;
+  StateDType checkpoint_dtype = StateDType::kF32;
+  // The span path's phase 3 (v8 only): the sequences are the spans of one
+  // sequence, cu_seqlens its span bounds from token 0, every inner bound a
+  // multiple of checkpoint_interval. They share its slots: span n's m-th
+  // prefix state is slot cu_seqlens[n] / interval + m - 1, the span's end
+  // included unless it is the sequence's end. Its page ids were checked
+  // before the call (span_fixup.h), so the kernel does not check them.
+  bool spans_of_one_sequence = false;
 
   char* pool_base = nullptr;  // page p at pool_base + p * page_bytes
   int64_t page_bytes = 0;

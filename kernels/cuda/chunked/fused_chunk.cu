@@ -43,7 +43,7 @@ CUresult EncodeTileMap(CUtensorMap* map, CUtensorMapDataType dtype, const uint16
   return EncodeTensorMap2D(map, dtype, base, rows, 64, 128, 64, 64, TmaSwizzle::k128B);
 }
 
-template <typename In, bool kWHiLo>
+template <typename In, bool kWHiLo, bool kWithO, bool kQuantPages = false>
 cudaError_t LaunchFused(const ChunkArgs& args, const TPrepWorkspace& ws, int64_t total_tokens,
                         const void* zero_v, cudaStream_t stream) {
   const CUtensorMapDataType dtype = std::is_same_v<In, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
@@ -68,7 +68,7 @@ cudaError_t LaunchFused(const ChunkArgs& args, const TPrepWorkspace& ws, int64_t
   for (const CUresult r : results) {
     if (r != CUDA_SUCCESS) return cudaErrorInvalidValue;
   }
-  auto* kernel = &FusedChunkKernel<In, kWHiLo>;
+  auto* kernel = &FusedChunkKernel<In, kWHiLo, kWithO, kQuantPages>;
   constexpr int kBytes = FusedChunkSmem::kBytes;
   if (cudaError_t e =
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
@@ -91,10 +91,10 @@ cudaError_t FusedChunkSupports(const ChunkArgs& args, int head_dim_k, int head_d
     return cudaErrorInvalidValue;
   }
   if (head_dim_k != 128 || head_dim_v != 128) return cudaErrorNotSupported;
-  if (args.state_dtype != StateDType::kF32 && args.state_dtype != StateDType::kBF16) {
+  // Checkpoints at whole chunks (a chunk end); not kPerTokenStates.
+  if (args.checkpoint_interval < 0 || args.checkpoint_interval % kChunk != 0) {
     return cudaErrorNotSupported;
   }
-  if (args.checkpoint_interval != 0) return cudaErrorNotSupported;
   if (args.num_qk_heads <= 0 || args.num_v_heads <= 0 ||
       args.num_v_heads % args.num_qk_heads != 0 ||
       args.group_size != args.num_v_heads / args.num_qk_heads) {
@@ -129,13 +129,32 @@ cudaError_t LaunchFusedChunkPrefill(const ChunkArgs& args, int head_dim_k, int h
   if (!(options.stages & 2)) return cudaSuccess;
   const bool hi_lo = options.w_hi_lo;
   const void* zv = options.zero_v;
+  // int8 / fp8 pages (the state's, or the checkpoints'): the default form
+  // with the quantized load and stores, whatever o (a null o skips its
+  // stores).
+  const bool quant = IsQuantizedState(args.state_dtype) ||
+                     (args.checkpoint_interval > 0 && IsQuantizedState(args.checkpoint_dtype));
+  if (quant) {
+    if (!hi_lo) return cudaErrorNotSupported;  // not compiled (benchmarks' knob)
+    return args.io_dtype == DType::kF16
+               ? LaunchFused<__half, true, true, true>(args, ws, total_tokens, zv, stream)
+               : LaunchFused<__nv_bfloat16, true, true, true>(args, ws, total_tokens, zv, stream);
+  }
+  // No o (the span path's phase 1): the state-only form, compiled for the
+  // default W' hi + lo only (with W' in one Op part the full form runs and
+  // skips its o stores).
+  const bool state_only = args.o == nullptr && hi_lo;
   switch (args.io_dtype) {
     case DType::kBF16:
-      return hi_lo ? LaunchFused<__nv_bfloat16, true>(args, ws, total_tokens, zv, stream)
-                   : LaunchFused<__nv_bfloat16, false>(args, ws, total_tokens, zv, stream);
+      if (state_only) {
+        return LaunchFused<__nv_bfloat16, true, false>(args, ws, total_tokens, zv, stream);
+      }
+      return hi_lo ? LaunchFused<__nv_bfloat16, true, true>(args, ws, total_tokens, zv, stream)
+                   : LaunchFused<__nv_bfloat16, false, true>(args, ws, total_tokens, zv, stream);
     case DType::kF16:
-      return hi_lo ? LaunchFused<__half, true>(args, ws, total_tokens, zv, stream)
-                   : LaunchFused<__half, false>(args, ws, total_tokens, zv, stream);
+      if (state_only) return LaunchFused<__half, true, false>(args, ws, total_tokens, zv, stream);
+      return hi_lo ? LaunchFused<__half, true, true>(args, ws, total_tokens, zv, stream)
+                   : LaunchFused<__half, false, true>(args, ws, total_tokens, zv, stream);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -3,7 +3,8 @@
 // sequence's 64-token chunks in order with the state S^T in registers, and
 // reads the per-chunk factors T'' (hi + lo), P and the gate vectors that
 // TPrep (tprep.cuh) wrote into the workspace (tprep_args.h) by TMA.
-// K = V = 128, bf16 or fp16 inputs (Op = the input type), fp32 or bf16 pages.
+// K = V = 128, bf16 or fp16 inputs (Op = the input type), pages of any state
+// dtype (int8 / fp8 with their column-pair scales, fused_chunk_tiles.cuh).
 //
 // ---- Roles (384 threads, three warpgroups) -----------------------------------
 //   WG 0  producer (setmaxnreg 40): thread 0 issues every TMA load of a
@@ -30,6 +31,9 @@
 //      S^T += (U'^T o (ed rk)) K       m64n128k16 x 4, A = decayed U'^T,
 //                                      B = the k tile (MN-major)
 //   5. O^T -> o rows < L (stmatrix.trans into a staging tile, 16-byte stores).
+// State only (kWithO false: the span path's phase-1 runs, which keep end
+// states alone): X = S^T K^T only (m64n64k16 x 8), no O^T, no step 5; the
+// producer loads neither q nor P (Sm::TxBytes(false)).
 // Padding tokens (j >= L) contribute nothing: T'' has zero rows and columns
 // there (U' = 0 for them, and W' of a padding token never enters U'), P has
 // zero columns, ed rk = 0; their o rows are not stored. Their q, k, v tiles
@@ -59,11 +63,16 @@ namespace gdn::cuda::chunked {
 // Grid N * Hv (block = n * Hv + h), kFusedThreads threads,
 // FusedChunkSmem::kBytes of dynamic shared memory. args: cu_seqlens,
 // chunk_table (filled), initial / final pages, pool, o, num_* , group_size,
-// scale, state_dtype (fp32 or bf16); `decay` = the workspace's decay [ch],
-// `rescaled` its tile flags [cq] (FixTileRows).
+// scale, state_dtype; `decay` = the workspace's decay [ch], `rescaled` its
+// tile flags [cq] (FixTileRows).
 // kWHiLo: W' enters U' in Op hi + lo parts (12 k-steps instead of 8), see
-// step 3 and FusedChunkOptions (fused_chunk.h).
-template <typename In, bool kWHiLo>
+// step 3 and FusedChunkOptions (fused_chunk.h). kWithO false: the state-only
+// form above (args.o is not read). kQuantPages: int8 / fp8 pages (state or
+// checkpoints) too; without it fp32 / bf16 pages only. The quantized load
+// and stores are most of the kernel's code, and inlined into the chunk loop
+// (a checkpoint store) they cost the fp32 / bf16 calls 3-7% (H100,
+// 2026-12-05), so they live in instances of their own.
+template <typename In, bool kWHiLo, bool kWithO, bool kQuantPages>
 __global__ void __launch_bounds__(kFusedThreads, 1)
     FusedChunkKernel(const __grid_constant__ FusedChunkMaps maps, const ChunkArgs args,
                      const float* __restrict__ decay, const int32_t* __restrict__ rescaled) {
@@ -124,16 +133,18 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
         const int ch = c * Hv + h;
         const int cq = c * args.num_qk_heads + hq;
         stage_rescaled[stage] = tile_rescaled;
-        MbarrierArriveExpectTx(bar, Sm::kTxBytes);
+        MbarrierArriveExpectTx(bar, Sm::TxBytes(kWithO));
 #pragma unroll
         for (int b = 0; b < 2; ++b) {
           TmaLoad3D(st + Sm::kQk + b * 16384, &maps.k, bar, 64 * b, hq, t0);
-          TmaLoad3D(st + Sm::kQk + b * 16384 + 8192, &maps.q, bar, 64 * b, hq, t0);
+          if constexpr (kWithO) {
+            TmaLoad3D(st + Sm::kQk + b * 16384 + 8192, &maps.q, bar, 64 * b, hq, t0);
+          }
           TmaLoad3D(st + Sm::kV + b * 8192, &maps.v, bar, 64 * b, h, t0);
         }
         TmaLoad2D(st + Sm::kTHi, &maps.t_hi, bar, 0, ch * 64);
         TmaLoad2D(st + Sm::kTLo, &maps.t_lo, bar, 0, ch * 64);
-        TmaLoad2D(st + Sm::kP, &maps.p, bar, 0, ch * 64);
+        if constexpr (kWithO) TmaLoad2D(st + Sm::kP, &maps.p, bar, 0, ch * 64);
         TmaLoad2D(st + Sm::kGates, &maps.eg, bar, 0, ch);
         TmaLoad2D(st + Sm::kGates + 256, &maps.ed, bar, 0, ch);
         TmaLoad2D(st + Sm::kGates + 512, &maps.rq, bar, 0, cq);
@@ -153,10 +164,12 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
   const uint32_t out_tile = base + Sm::kOut + 8192 * w;
 
   const int ip = args.initial_pages[n], fp = args.final_pages[n];
-  const bool pages_ok =
-      GDN_PAGE_IN_POOL_OR_ZERO(ip, args.num_pages) && GDN_PAGE_IN_POOL(fp, args.num_pages);
+  // Initial, final and checkpoint page ids (state_pages.cuh): any unusable
+  // id makes the state NaN (so o) and no page is written. (The span path's
+  // phase 3: its checkpoint ids were checked by the fixup, span_fixup.h.)
+  const bool pages_ok = args.spans_of_one_sequence ? EndPagesOk(args, n) : PagesOk(args, n);
   float s[64];
-  LoadStateRows<K, V>(s, args, ip, pages_ok, h, row0, t);
+  LoadStateRows<K, V, kQuantPages>(s, args, ip, pages_ok, h, row0, t);
 
   for (int cc = 0; cc < num_chunks; ++cc) {
     const int stage = cc % kFusedStages;
@@ -166,16 +179,19 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
     const int64_t ch = static_cast<int64_t>(c_first + cc) * Hv + h;
     const float chunk_decay = decay[ch];
     const uint32_t st = base + stage * Sm::kStageBytes;
-    const float* gates = reinterpret_cast<const float*>(smem + stage * Sm::kStageBytes + Sm::kGates);
+    const float* gates =
+        reinterpret_cast<const float*>(smem + stage * Sm::kStageBytes + Sm::kGates);
     MbarrierWait(&full[stage], use & 1);
     if (stage_rescaled[stage] != 0 || L < kChunk) {
-      FixTileRows<Op>(smem + stage * Sm::kStageBytes, gates, L, w, t);
+      FixTileRows<Op, kWithO>(smem + stage * Sm::kStageBytes, gates, L, w, t);
     }
 
-    // 1. X = S^T [K | Q]^T: columns 0-63 X_K, 64-127 X_Q (tokens).
-    float x[64];
+    // 1. X = S^T [K | Q]^T: columns 0-63 X_K, 64-127 X_Q (tokens); X_K
+    // alone (B = the k rows of each block) without O.
+    constexpr int kXCols = kWithO ? 128 : 64;
+    float x[kXCols / 2];
 #pragma unroll
-    for (int i = 0; i < 64; ++i) x[i] = 0.f;
+    for (int i = 0; i < kXCols / 2; ++i) x[i] = 0.f;
     {
       uint32_t a[8][4];
 #pragma unroll
@@ -185,8 +201,8 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
 #pragma unroll
       for (int kk = 0; kk < 8; ++kk) {
         WgmmaFenceOperands(a[kk]);
-        WgmmaRs<Op, 128, 0>(x, a[kk], DescKMajor(st + Sm::kQk + (kk / 4) * 16384, kk % 4),
-                            kk > 0);
+        WgmmaRs<Op, kXCols, 0>(x, a[kk], DescKMajor(st + Sm::kQk + (kk / 4) * 16384, kk % 4),
+                               kk > 0);
       }
       WgmmaCommitGroup();
       WgmmaWaitGroup<0>();
@@ -222,8 +238,10 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
           const float2 vv = Unpack2<Op>(vt[2 * jb + hh]);
           x[i] = fmaf(-fk0, x[i], vv.x);
           x[i + 1] = fmaf(-fk1, x[i + 1], vv.y);
-          x[32 + i] *= fq0;
-          x[33 + i] *= fq1;
+          if constexpr (kWithO) {
+            x[32 + i] *= fq0;
+            x[33 + i] *= fq1;
+          }
         }
       }
     }
@@ -274,9 +292,11 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
     }
 
     // 4. S^T = decay S^T + (U'^T o (ed rk)) K and O^T += U'^T P^T, one batch.
-    float o[32];
+    float o[kWithO ? 32 : 1];
+    if constexpr (kWithO) {
 #pragma unroll
-    for (int i = 0; i < 32; ++i) o[i] = x[32 + i];
+      for (int i = 0; i < 32; ++i) o[i] = x[32 + i];
+    }
     {
       float ud[32];
 #pragma unroll
@@ -293,18 +313,20 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
       uint32_t au[4][4], ad[4][4];
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
-        AccToFragmentA<Op>(u, kk, au[kk]);
+        if constexpr (kWithO) AccToFragmentA<Op>(u, kk, au[kk]);
         AccToFragmentA<Op>(ud, kk, ad[kk]);
       }
 #pragma unroll
       for (int i = 0; i < 64; ++i) s[i] *= chunk_decay;
-      WgmmaFenceOperands(o);
+      if constexpr (kWithO) WgmmaFenceOperands(o);
       WgmmaFenceOperands(s);
       WgmmaFence();
+      if constexpr (kWithO) {
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        WgmmaFenceOperands(au[kk]);
-        WgmmaRs<Op, 64, 0>(o, au[kk], DescKMajor(st + Sm::kP, kk), true);
+        for (int kk = 0; kk < 4; ++kk) {
+          WgmmaFenceOperands(au[kk]);
+          WgmmaRs<Op, 64, 0>(o, au[kk], DescKMajor(st + Sm::kP, kk), true);
+        }
       }
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
@@ -316,40 +338,69 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
       }
       WgmmaCommitGroup();
       WgmmaWaitGroup<0>();
-      WgmmaFenceOperands(o);
+      if constexpr (kWithO) WgmmaFenceOperands(o);
       WgmmaFenceOperands(s);
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
-        WgmmaFenceOperands(au[kk]);
+        if constexpr (kWithO) WgmmaFenceOperands(au[kk]);
         WgmmaFenceOperands(ad[kk]);
       }
     }
     MbarrierArrive(&empty[stage]);  // this thread's reads of the stage are done
 
-    // 5. O^T -> staging tile [64 tokens][64 columns] (SW128) -> o rows < L.
-    ConsumerBarrier(w);  // the previous chunk's rows have been read
-#pragma unroll
-    for (int p2 = 0; p2 < 4; ++p2) {
-      const uint32_t r[4] = {
-          PackPair<Op>(o[8 * p2 + 0], o[8 * p2 + 1]), PackPair<Op>(o[8 * p2 + 2], o[8 * p2 + 3]),
-          PackPair<Op>(o[8 * p2 + 4], o[8 * p2 + 5]), PackPair<Op>(o[8 * p2 + 6], o[8 * p2 + 7])};
-      StsmX4Trans(TransTileRow(out_tile, p2, warp, lane), r);
+    // A prefix state after this chunk: at multiples of the checkpoint
+    // interval (a multiple of kChunk, FusedChunkSupports) before the
+    // sequence's last token, into its slot unless the slot is
+    // kZeroStatePage (GdnParams::checkpoint_interval; a span of the span
+    // path's phase 3 stores at its end too, into the whole sequence's slot:
+    // CheckpointSlotsOf).
+    const int done = (cc + 1) * kChunk;
+    if (args.checkpoint_interval > 0 && pages_ok && done % args.checkpoint_interval == 0) {
+      const CheckpointSlots slots = CheckpointSlotsOf(args, n);  // here: no live registers
+      const int id = done < slots.limit
+                         ? args.checkpoint_pages[slots.first + done / args.checkpoint_interval - 1]
+                         : kZeroStatePage;
+      if (id != kZeroStatePage) {
+        StoreStateRows<K, V, kQuantPages>(
+            s, args, args.checkpoint_pool_base + id * args.checkpoint_page_bytes,
+            args.checkpoint_dtype, h, row0, t, seq_t0 + done - 1);
+      }
     }
-    ConsumerBarrier(w);
-    In* o_base = static_cast<In*>(args.o) + static_cast<int64_t>(h) * V + row0;
+
+    // 5. O^T -> staging tile [64 tokens][64 columns] (SW128) -> o rows < L.
+    if constexpr (kWithO) {
+      ConsumerBarrier(w);  // the previous chunk's rows have been read
 #pragma unroll
-    for (int part = 0; part < 4; ++part) {
-      const int piece = t + 128 * part;
-      const int i = piece >> 3, c16 = piece & 7;
-      if (i < L && args.o != nullptr) {  // null o: the span path's M / N runs
-        const uint4 val = *reinterpret_cast<const uint4*>(smem + Sm::kOut + 8192 * w + i * 128 +
-                                                          ((c16 ^ (i & 7)) << 4));
-        *reinterpret_cast<uint4*>(o_base + static_cast<int64_t>(t0 + i) * Hv * V + 8 * c16) = val;
+      for (int p2 = 0; p2 < 4; ++p2) {
+        const uint32_t r[4] = {PackPair<Op>(o[8 * p2 + 0], o[8 * p2 + 1]),
+                               PackPair<Op>(o[8 * p2 + 2], o[8 * p2 + 3]),
+                               PackPair<Op>(o[8 * p2 + 4], o[8 * p2 + 5]),
+                               PackPair<Op>(o[8 * p2 + 6], o[8 * p2 + 7])};
+        StsmX4Trans(TransTileRow(out_tile, p2, warp, lane), r);
+      }
+      ConsumerBarrier(w);
+      In* o_base = static_cast<In*>(args.o) + static_cast<int64_t>(h) * V + row0;
+#pragma unroll
+      for (int part = 0; part < 4; ++part) {
+        const int piece = t + 128 * part;
+        const int i = piece >> 3, c16 = piece & 7;
+        if (i < L && args.o != nullptr) {  // null o with kWHiLo off: no o stored
+          const uint4 val = *reinterpret_cast<const uint4*>(smem + Sm::kOut + 8192 * w +
+                                                            i * 128 + ((c16 ^ (i & 7)) << 4));
+          *reinterpret_cast<uint4*>(o_base + static_cast<int64_t>(t0 + i) * Hv * V + 8 * c16) =
+              val;
+        }
       }
     }
   }
 
-  if (pages_ok) StoreStateRows<K, V>(s, args, fp, h, row0, t);
+  // The last token's gates salt a stochastic int8 / fp8 store (every
+  // sequence has a token: ValidateParams).
+  if (pages_ok) {
+    StoreStateRows<K, V, kQuantPages>(
+        s, args, args.pool_base + static_cast<int64_t>(fp) * args.page_bytes, args.state_dtype,
+        h, row0, t, seq_end - 1);
+  }
 }
 
 }  // namespace gdn::cuda::chunked

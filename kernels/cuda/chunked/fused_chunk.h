@@ -3,11 +3,13 @@
 // workspace, then FusedChunkKernel (fused_chunk.cuh), on one stream. No CUDA
 // device code here.
 //
-// Supported so far: K = V = 128, bf16 or fp16 inputs, fp32 or bf16 state
-// pages, direct or fused gating, the L2 norm on or off, any varlen mix.
-// Refused with cudaErrorNotSupported (later steps of the design): int8 / fp8
-// pages, checkpoints (checkpoint_interval != 0), other head dims; fp32
-// inputs with cudaErrorInvalidValue (the recurrent kernel takes them).
+// Supported so far: K = V = 128, bf16 or fp16 inputs, state pages of every
+// dtype (fp32, bf16, int8 / fp8 with their scales, rounded to nearest or
+// stochastically as args.stochastic_rounding says), direct or fused gating,
+// the L2 norm on or off, any varlen mix, checkpoints at multiples of kChunk
+// tokens. Refused with cudaErrorNotSupported (later steps of the design):
+// other checkpoint intervals (kPerTokenStates), other head dims; fp32 inputs
+// with cudaErrorInvalidValue (the recurrent kernel takes them).
 #ifndef GDN_KERNELS_CUDA_CHUNKED_FUSED_CHUNK_H_
 #define GDN_KERNELS_CUDA_CHUNKED_FUSED_CHUNK_H_
 
@@ -68,7 +70,12 @@ cudaError_t FusedChunkSupports(const ChunkArgs& args, int head_dim_k, int head_d
 // FusedChunkWorkspaceBytes(...) bytes, 256-byte aligned. Page ids outside
 // the pool (other than kZeroStatePage as an initial page): that sequence's
 // o is NaN and no page is written. args.o null: no o is written (the span
-// path's runs that only want end states). Returns the first error.
+// path's runs that only want end states); with options.w_hi_lo (the
+// default) the state-only instance runs, which loads no q or P and forms
+// no O. int8 / fp8 pages (state_dtype, or checkpoint_dtype with
+// checkpoints) run instances of their own (FusedChunkKernel's kQuantPages),
+// compiled for the default w_hi_lo only: cudaErrorNotSupported without it.
+// Returns the first error.
 cudaError_t LaunchFusedChunkPrefill(const ChunkArgs& args, int head_dim_k, int head_dim_v,
                                     int64_t total_tokens, void* workspace,
                                     size_t workspace_bytes, cudaStream_t stream,

@@ -27,9 +27,11 @@
 
 #include "kernels/cuda/chunked/chunk_args.h"
 #include "kernels/cuda/chunked/mma_16bit.cuh"
+#include "kernels/cuda/chunked/state_pages.cuh"
 #include "kernels/cuda/common/page_ids.cuh"
 #include "kernels/cuda/common/wgmma.cuh"
 #include "kernels/gdn_types.h"
+#include "kernels/state_quant.h"
 
 namespace gdn::cuda::chunked {
 
@@ -59,6 +61,11 @@ struct FusedChunkSmem {
   static constexpr uint32_t kGates = 73728;  // eg +0, ed +256, rq +512, rk +768
   static constexpr uint32_t kStageBytes = 74752;
   static constexpr uint32_t kTxBytes = 74752;  // every byte of a stage comes by TMA
+  // Bytes a chunk's loads bring: all of a stage, or without q (2 x 8 KB) and
+  // P (8 KB) for the state-only form (FusedChunkKernel<..., kWithO = false>).
+  static constexpr __host__ __device__ uint32_t TxBytes(bool with_o) {
+    return with_o ? kTxBytes : kTxBytes - 2 * 8192 - 8192;
+  }
   static constexpr uint32_t kOut = kFusedStages * kStageBytes;  // + 8192 w
   static constexpr uint32_t kBytes = kOut + 2 * 8192 + 1024;     // + alignment slack
   static_assert(kStageBytes % 1024 == 0, "stages 1024-aligned");
@@ -99,8 +106,8 @@ __device__ __forceinline__ uint32_t TransTileRow(uint32_t tile, int p2, int warp
 
 // AccToFragmentA (wgmma.cuh) in two parts: hi = the Op rounding of d, lo =
 // the Op rounding of d - hi (d ~ hi + lo to ~2^-16 relative for bf16).
-template <typename Op>
-__device__ __forceinline__ void AccToFragmentAHiLo(const float (&d)[64], int kk,
+template <typename Op, int kAccRegs>
+__device__ __forceinline__ void AccToFragmentAHiLo(const float (&d)[kAccRegs], int kk,
                                                    uint32_t (&hi)[4], uint32_t (&lo)[4]) {
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
@@ -117,38 +124,159 @@ __device__ __forceinline__ uint64_t DescKMajor(uint32_t block, int kk) {
 }
 
 // S^T [64 rows of this WG][K] from the initial page (head h; element (d, e)
-// of the page at h K V + d V + e, e = V column = S^T row); zero for
-// kZeroStatePage, NaN when the page ids are not usable.
-template <int K, int V>
+// of the page at h K V + d V + e, e = V column = S^T row), in any page dtype
+// (kernels/gdn_types.h StatePageLayout); zero for kZeroStatePage, NaN when
+// the page ids are not usable.
+// Every load is issued before any element is decoded: a decode right after
+// its load, element by element (PageElement in the loop, a switch on the
+// dtype each time), waited out 64 global loads one after another: +25% on
+// the int8 / fp8 prefill of 8 x 1024 tokens (H100, 2026-12-05). The codes
+// wait in s itself. Thread t's elements lie in V columns e_lo and e_lo + 8
+// (one scale pair each: AccLayoutKeepsScalePairsInLaneOctets below), so two
+// scales serve all 64 codes. (One pass over all four dtypes spilled five
+// registers of the main loop.)
+// kQuant: int8 / fp8 pages too (else fp32 / bf16 only).
+template <int K, int V, bool kQuant>
 __device__ __forceinline__ void LoadStateRows(float (&s)[64], const ChunkArgs& args, int ip,
                                               bool pages_ok, int h, int row0, int t) {
-  const char* page = nullptr;
-  if (pages_ok && ip != kZeroStatePage) page = args.pool_base + ip * args.page_bytes;
+  if (!pages_ok || ip == kZeroStatePage) {
+    const float fill = pages_ok ? 0.f : __int_as_float(0x7fc00000);
+#pragma unroll
+    for (int i = 0; i < 64; ++i) s[i] = fill;
+    return;
+  }
+  const char* page = args.pool_base + ip * args.page_bytes;
   const int64_t head = static_cast<int64_t>(h) * K * V;
+  auto at = [&](int i) {
+    return head + static_cast<int64_t>(AccCol(t, i)) * V + row0 + AccRow(t, i);
+  };
+  if (!kQuant || !IsQuantizedState(args.state_dtype)) {
+    const bool f32 = args.state_dtype == StateDType::kF32;
+#pragma unroll
+    for (int i = 0; i < 64; ++i) {
+      s[i] = f32 ? reinterpret_cast<const float*>(page)[at(i)]
+                 : __bfloat162float(reinterpret_cast<const bf16*>(page)[at(i)]);
+    }
+    return;
+  }
+  // int8 / fp8: the codes first, all loads in flight ...
 #pragma unroll
   for (int i = 0; i < 64; ++i) {
-    const int64_t at = head + static_cast<int64_t>(AccCol(t, i)) * V + row0 + AccRow(t, i);
-    float x = 0.f;
-    if (!pages_ok) {
-      x = __int_as_float(0x7fc00000);
-    } else if (page != nullptr) {
-      x = args.state_dtype == StateDType::kF32
-              ? reinterpret_cast<const float*>(page)[at]
-              : __bfloat162float(reinterpret_cast<const bf16*>(page)[at]);
-    }
-    s[i] = x;
+    s[i] = __uint_as_float(reinterpret_cast<const uint8_t*>(page)[at(i)]);
+  }
+  // ... then each code times its pair's scale.
+  const float* scales =
+      reinterpret_cast<const float*>(page + static_cast<int64_t>(args.num_v_heads) * K * V);
+  const int64_t col = static_cast<int64_t>(h) * V + row0 + AccRow(t, 0);  // e_lo
+  const float scale[2] = {scales[col / kStateScaleCols], scales[(col + 8) / kStateScaleCols]};
+  const bool int8 = args.state_dtype == StateDType::kInt8;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {
+    const uint8_t code = static_cast<uint8_t>(__float_as_uint(s[i]));
+    const float x = int8 ? quant::DecodeInt8(static_cast<int8_t>(code)) : quant::DecodeFp8(code);
+    s[i] = x * scale[(i >> 1) & 1];
   }
 }
 
+// What StoreQuantStateRows and LoadStateRows rely on in the m64nN
+// accumulator layout (wgmma.cuh AccRow / AccCol), checked at compile time for a warpgroup's
+// 128 threads and an m64n128 accumulator's 64 elements: element i's row (V
+// column) depends only on the thread and (i / 2) % 2; lanes t ^ 1, t ^ 2,
+// t ^ 3 hold the same rows and, with t, each K column once; lane t ^ 4 holds
+// the other row of each pair (row ^ 1); lanes with t % 8 == 0 hold even rows.
+constexpr bool AccLayoutKeepsScalePairsInLaneOctets() {
+  for (int t = 0; t < 128; ++t) {
+    for (int i = 0; i < 64; ++i) {
+      if (AccRow(t, i) != AccRow(t, 2 * ((i / 2) % 2))) return false;
+      if (AccRow(t ^ 1, i) != AccRow(t, i) || AccRow(t ^ 2, i) != AccRow(t, i)) return false;
+      if (AccRow(t ^ 4, i) != (AccRow(t, i) ^ 1)) return false;
+    }
+    if (AccRow(t, 2) != AccRow(t, 0) + 8) return false;  // the second pair: e_lo + 8
+    if (t % 8 == 0 && AccRow(t, 0) % 2 != 0) return false;
+    // The quad's K columns for one row: 4 lanes x 32 elements, 128 distinct.
+    bool seen[128] = {};
+    for (int lane = t & ~3; lane < (t & ~3) + 4; ++lane) {
+      for (int i = 0; i < 64; ++i) {
+        if ((i / 2) % 2 != 0) continue;  // one of the two rows
+        if (seen[AccCol(lane, i)]) return false;
+        seen[AccCol(lane, i)] = true;
+      }
+    }
+    for (bool b : seen) {
+      if (!b) return false;
+    }
+  }
+  return true;
+}
+static_assert(AccLayoutKeepsScalePairsInLaneOctets(),
+              "StoreQuantStateRows' shuffles (xor 1, 2, 4) and scale lanes no longer match "
+              "the accumulator layout");
+
+// int8 / fp8 store of this WG's S^T rows (kernels/state_quant.h, the same
+// arithmetic as v7's StoreQuantStatePage): thread t holds V columns e_lo =
+// row0 + AccRow(t, 0) and e_lo + 8, each over the 32 K rows AccCol(t, i);
+// the 4 lanes of a group (tig) hold all 128 K of those columns, and lane ^ 4
+// the other column of each scale pair (e ^ 1). So max |x| of a pair is
+// three shuffles away (xor 1, 2, 4): no shared memory, no barrier. Codes go
+// out one byte each (the final state is stored once per sequence), scales
+// from the lanes of even groups with tig 0. last_token: the state's last
+// token, whose gates salt stochastic rounding.
 template <int K, int V>
+__device__ __forceinline__ void StoreQuantStateRows(const float (&s)[64], const ChunkArgs& args,
+                                                    char* page, bool int8, int h, int row0,
+                                                    int t, int64_t last_token) {
+  static_assert(kStateScaleCols == 2, "a column pair per scale: lanes 4 apart");
+  const int lane = t & 31;
+  uint32_t m[2] = {0u, 0u};  // [0]: column e_lo, [1]: e_lo + 8
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {
+    const int half = (i >> 1) & 1;
+    m[half] = max(m[half], quant::AbsBits(s[i]));
+  }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+#pragma unroll
+    for (int offset = 1; offset <= 4; offset *= 2) {
+      m[half] = max(m[half], __shfl_xor_sync(0xffffffffu, m[half], offset));
+    }
+  }
+  const bool stochastic = args.stochastic_rounding;
+  const uint32_t salt = stochastic ? StoreSalt(args, last_token, h) : 0u;
+  const float qmax = int8 ? quant::kInt8Max : quant::kFp8Max;
+  const quant::GroupScale gs[2] = {quant::GroupScaleFor(m[0], qmax),
+                                   quant::GroupScaleFor(m[1], qmax)};
+  const int64_t head = static_cast<int64_t>(h) * K * V;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {
+    const int half = (i >> 1) & 1;
+    const int64_t at = head + static_cast<int64_t>(AccCol(t, i)) * V + row0 + AccRow(t, i);
+    page[at] = static_cast<char>(EncodePageCode(int8, s[i], gs[half].inv, stochastic, salt, at));
+  }
+  if ((lane & 7) == 0) {  // tig 0 of an even group: e_lo even
+    float* scales = reinterpret_cast<float*>(page + static_cast<int64_t>(args.num_v_heads) * K * V);
+    const int64_t pair = (static_cast<int64_t>(h) * V + row0 + AccRow(t, 0)) / kStateScaleCols;
+    scales[pair] = gs[0].scale;
+    scales[pair + 8 / kStateScaleCols] = gs[1].scale;  // column e_lo + 8
+  }
+}
+
+// S^T rows into a page of `dtype` (the final page or a checkpoint's; int8
+// / fp8 through StoreQuantStateRows, kQuant only). Every consumer thread
+// calls it (the quantized store shuffles within warps).
+template <int K, int V, bool kQuant>
 __device__ __forceinline__ void StoreStateRows(const float (&s)[64], const ChunkArgs& args,
-                                               int fp, int h, int row0, int t) {
-  char* page = args.pool_base + static_cast<int64_t>(fp) * args.page_bytes;
+                                               char* page, StateDType dtype, int h, int row0,
+                                               int t, int64_t last_token) {
+  if (kQuant && IsQuantizedState(dtype)) {
+    StoreQuantStateRows<K, V>(s, args, page, dtype == StateDType::kInt8, h, row0, t,
+                              last_token);
+    return;
+  }
   const int64_t head = static_cast<int64_t>(h) * K * V;
 #pragma unroll
   for (int i = 0; i < 64; ++i) {
     const int64_t at = head + static_cast<int64_t>(AccCol(t, i)) * V + row0 + AccRow(t, i);
-    if (args.state_dtype == StateDType::kF32) {
+    if (dtype == StateDType::kF32) {
       reinterpret_cast<float*>(page)[at] = s[i];
     } else {
       reinterpret_cast<bf16*>(page)[at] = __float2bfloat16_rn(s[i]);
@@ -179,15 +307,18 @@ __device__ __forceinline__ void ConsumerBarrier(int w) {
 // it (the 128-byte swizzle only permutes a row's 16-byte chunks). Then a
 // proxy fence (wgmma reads through the async proxy) and named barrier 3 over
 // both consumer warpgroups. Only flagged tiles and sequences' last chunks
-// come here.
-template <typename Op>
+// come here. kWithQ false (the state-only form, which loads no q): the q rows
+// are left alone.
+template <typename Op, bool kWithQ = true>
 __device__ __forceinline__ void FixTileRows(uint8_t* stage_smem, const float* gates, int L, int w,
                                             int t) {
   const int j = t >> 1;
   const bool is_q = (t & 1) != 0;
   uint4* row = reinterpret_cast<uint4*>(stage_smem + FusedChunkSmem::kQk + 16384 * w +
                                         (is_q ? 8192 : 0) + 128 * j);
-  if (j >= L) {
+  if (!kWithQ && is_q) {
+    // nothing: this tile was not loaded
+  } else if (j >= L) {
 #pragma unroll
     for (int e = 0; e < 8; ++e) row[e] = make_uint4(0u, 0u, 0u, 0u);
   } else if (gates[(is_q ? 128 : 192) + j] < 0.f) {  // rq at +128, rk at +192 floats

@@ -9,33 +9,38 @@ namespace {
 
 constexpr int64_t kChunkTokens = 64;
 
-SpanPlan Even(int64_t tokens, int64_t chunks, int spans) {
+// `units` units of unit_tokens (the last one partial) over `spans` spans.
+SpanPlan Even(int64_t tokens, int64_t units, int64_t unit_tokens, int spans) {
   SpanPlan plan;
   plan.bounds.push_back(0);
   int64_t at = 0;
   for (int p = 0; p < spans; ++p) {
-    at += chunks / spans + (p < chunks % spans ? 1 : 0);
-    plan.bounds.push_back(static_cast<int32_t>(std::min(tokens, at * kChunkTokens)));
+    at += units / spans + (p < units % spans ? 1 : 0);
+    plan.bounds.push_back(static_cast<int32_t>(std::min(tokens, at * unit_tokens)));
   }
   return plan;
 }
 
 }  // namespace
 
-SpanPlan PlanSpans(int64_t tokens, int num_v_heads, int sm_count, int forced_spans) {
+SpanPlan PlanSpans(int64_t tokens, int num_v_heads, int sm_count, int forced_spans,
+                   int unit_chunks) {
   if (tokens <= 0) return SpanPlan{{0, 0}};
+  const int64_t unit_tokens = kChunkTokens * std::max(unit_chunks, 1);
   const int64_t chunks = (tokens + kChunkTokens - 1) / kChunkTokens;
+  const int64_t units = (tokens + unit_tokens - 1) / unit_tokens;
   if (forced_spans > 0) {
-    return Even(tokens, chunks, static_cast<int>(std::min<int64_t>(forced_spans, chunks)));
+    return Even(tokens, units, unit_tokens,
+                static_cast<int>(std::min<int64_t>(forced_spans, units)));
   }
   int spans = 1;
   for (int p = 3; num_v_heads > 0; ++p) {
     const bool one_wave =
         int64_t{2} * (p - 1) * num_v_heads <= sm_count && int64_t{p} * num_v_heads <= sm_count;
-    if (!one_wave || chunks / p < kMinSpanChunks) break;
+    if (!one_wave || chunks / p < kMinSpanChunks || units < p) break;
     spans = p;
   }
-  return Even(tokens, chunks, spans);
+  return Even(tokens, units, unit_tokens, spans);
 }
 
 SpanArrays MakeSpanArrays(const SpanPlan& plan) {

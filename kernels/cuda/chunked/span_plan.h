@@ -26,7 +26,7 @@ namespace gdn::cuda::chunked {
 struct SpanPlan {
   // Token offsets of the span starts and the end: bounds[0] = 0 <
   // bounds[1] < ... < bounds[spans] = tokens; every inner bound a multiple
-  // of 64 (kChunk). spans == 1: no split.
+  // of 64 (kChunk) times the plan's unit. spans == 1: no split.
   std::vector<int32_t> bounds;
   int spans() const { return bounds.empty() ? 0 : static_cast<int>(bounds.size()) - 1; }
 };
@@ -35,16 +35,27 @@ struct SpanPlan {
 inline constexpr int kMinSpanChunks = 16;
 
 // The plan for one sequence of `tokens` tokens with `num_v_heads` value
-// heads on `sm_count` SMs (one fused-kernel CTA per SM):
+// heads on `sm_count` SMs (one fused-kernel CTA per SM), in units of
+// `unit_chunks` chunks (a call with prefix states: its interval / kChunk,
+// so that every inner bound is a checkpoint and each span's chunk ends are
+// the sequence's; 1 otherwise):
 // - forced_spans > 0: that many spans (fewer when the sequence has fewer
-//   whole chunks), each at least one chunk;
+//   units), each at least one unit;
 // - forced_spans == 0: the most spans with both phases in one wave
 //   (2 (P - 1) Hv <= SMs and P Hv <= SMs) and spans of at least
 //   kMinSpanChunks chunks, if that is 3 or more; else 1 (P = 2 walks as many
 //   chunk-steps as no split, with more launches).
-// Chunks are shared out as evenly as possible, earlier spans taking the
-// remainder; the last span holds the partial chunk, if any.
-SpanPlan PlanSpans(int64_t tokens, int num_v_heads, int sm_count, int forced_spans);
+// Units are shared out as evenly as possible, earlier spans taking the
+// remainder; the last span holds the partial unit and chunk, if any.
+SpanPlan PlanSpans(int64_t tokens, int num_v_heads, int sm_count, int forced_spans,
+                   int unit_chunks = 1);
+
+// The unit of a call with prefix states every `checkpoint_interval` tokens
+// (0: none): whole intervals, so that every span bound is a checkpoint (v8
+// takes intervals that are multiples of kChunk only; others give 1).
+inline int SpanUnitChunks(int32_t checkpoint_interval) {
+  return checkpoint_interval >= 64 ? checkpoint_interval / 64 : 1;
+}
 
 // Scratch page ids of a span call with P spans (pages of the scratch pool,
 // each one value head set [Hv][K][V] in the state dtype):

@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/chunked/chunk_args.h"
 #include "kernels/cuda/chunked/mma_16bit.cuh"
+#include "kernels/cuda/chunked/state_pages.cuh"
 #include "kernels/cuda/common/page_ids.cuh"
 #include "kernels/cuda/common/vector_access.cuh"
 #include "kernels/gdn_params.h"
@@ -87,49 +88,6 @@ __device__ __forceinline__ void StoreOutRows(const ChunkArgs& args, const float 
                      args.io_dtype, acc[nt][2 * half], acc[nt][2 * half + 1]);
       }
     }
-}
-
-// Sequence n's checkpoint count (ChunkArgs::checkpoint_interval).
-__device__ __forceinline__ int CheckpointCountOf(const ChunkArgs& args, int n) {
-  return CheckpointCount(args.cu_seqlens[n + 1] - args.cu_seqlens[n], args.checkpoint_interval);
-}
-
-// Whether sequence n's page ids are usable: the initial page in the pool or
-// kZeroStatePage, the final page in the pool, every checkpoint page in the
-// pool or kZeroStatePage. Otherwise the pass runs on a NaN state (the
-// sequence's o becomes NaN) and touches no page.
-__device__ __forceinline__ bool PagesOk(const ChunkArgs& args, int n) {
-  const int ip = args.initial_pages[n], fp = args.final_pages[n];
-  // (ip ok && fp >= 0) && fp < num_pages: the association of the original
-  // expression, which the register allocation of the chain depends on.
-  bool ok = GDN_PAGE_IN_POOL_OR_ZERO(ip, args.num_pages) && fp >= 0 && fp < args.num_pages;
-  const int count = CheckpointCountOf(args, n);
-  for (int m = 0; m < count; ++m) {
-    const int id = args.checkpoint_pages[n * args.checkpoints_per_seq + m];
-    ok &= GDN_PAGE_IN_POOL_OR_ZERO(id, args.num_pages);
-  }
-  return ok;
-}
-
-// Element `at` of a page of `dtype` as fp32; int8 / fp8 codes times the
-// scale of their column pair (kernels/state_quant.h: fp32 scales [Hv, V / 2]
-// after the [Hv, K, V] codes; `col` = h * V + the column).
-__device__ __forceinline__ float PageElement(const char* page, StateDType dtype, int64_t at,
-                                             int64_t codes_bytes, int64_t col) {
-  switch (dtype) {
-    case StateDType::kF32: return reinterpret_cast<const float*>(page)[at];
-    case StateDType::kBF16: return __bfloat162float(reinterpret_cast<const bf16*>(page)[at]);
-    case StateDType::kInt8:
-    case StateDType::kFP8: {
-      const float scale =
-          reinterpret_cast<const float*>(page + codes_bytes)[col / kStateScaleCols];
-      const uint8_t code = reinterpret_cast<const uint8_t*>(page)[at];
-      return (dtype == StateDType::kInt8 ? quant::DecodeInt8(static_cast<int8_t>(code))
-                                         : quant::DecodeFp8(code)) *
-             scale;
-    }
-  }
-  return 0.f;
 }
 
 // S = the initial page's tile (head h, columns v0 + e0 ..; zero for
@@ -233,12 +191,7 @@ __device__ __forceinline__ void StoreQuantStatePage(const ChunkArgs& args, char*
   ChainBarrier<kThreads>();
   const bool int8 = args.state_dtype == StateDType::kInt8;
   const bool stochastic = args.stochastic_rounding;
-  uint32_t salt = 0;
-  if (stochastic) {
-    const int64_t gi = last_token * args.num_v_heads + h;
-    salt = args.fused_gating ? quant::RoundingSalt(args.a[gi], args.b[gi])
-                             : quant::RoundingSalt(args.g[gi], args.beta[gi]);
-  }
+  const uint32_t salt = stochastic ? StoreSalt(args, last_token, h) : 0u;
   float scale[NT], inv[NT];
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
@@ -263,9 +216,7 @@ __device__ __forceinline__ void StoreQuantStatePage(const ChunkArgs& args, char*
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
           const float x = S[mt][nt][2 * half + j];
-          const uint32_t bits = stochastic ? quant::ElementBits(salt, (uint32_t)(at + j)) : 0u;
-          const uint32_t c = int8 ? static_cast<uint8_t>(quant::EncodeInt8(x, inv[nt], stochastic, bits))
-                                  : quant::EncodeFp8(x, inv[nt], stochastic, bits);
+          const uint32_t c = EncodePageCode(int8, x, inv[nt], stochastic, salt, at + j);
           codes |= c << (8 * j);
         }
         *reinterpret_cast<uint16_t*>(fin + at) = static_cast<uint16_t>(codes);
