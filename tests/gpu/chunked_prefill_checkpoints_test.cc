@@ -71,18 +71,8 @@ TEST_F(ChunkedPrefillTest, PrefixStatesAtCheckpoints) {
     absl::StatusOr<testing::BackendOutputs> got = testing::RunOnBackend(
         *chunked_, options, inputs, testing::EntryPoint::kPrefill, c.interval);
     ASSERT_TRUE(got.ok()) << got.status();
-    absl::StatusOr<testing::ErrorStats> e = testing::CompareCheckpointStates(
-        got->checkpoint_states, testing::OracleCheckpointStates(options, inputs, c.interval));
-    ASSERT_TRUE(e.ok()) << e.status();
     EXPECT_EQ(got->checkpoint_states[4].size(), static_cast<size_t>(999 / c.interval));
-    const Tolerance tol = ChunkedStateTolerance(options);
-    EXPECT_EQ(e->nonfinite, 0);
-    EXPECT_LE(e->max_abs_rel, tol.max_abs_rel) << testing::ToString(*e);
-    EXPECT_LE(e->rel_l2, tol.rel_l2) << testing::ToString(*e);
-    const oracle::Outputs want = oracle::Run(options, inputs);
-    const testing::ErrorStats o_err = testing::Compare(got->o.data(), want.o.data(), want.o.size());
-    EXPECT_LE(o_err.max_abs_rel, ChunkedOutputTolerance(options).max_abs_rel)
-        << testing::ToString(o_err);
+    ExpectCheckpointsMatch(options, inputs, *got, c.interval);
     EXPECT_EQ(chunked_->launcher().last_generation(),
               v8 ? cuda::ChunkedGeneration::kV8 : cuda::ChunkedGeneration::kV7);
   }
@@ -172,17 +162,7 @@ TEST_F(ChunkedPrefillTest, SpanPathPrefixStates) {
     EXPECT_EQ(chunked_->launcher().last_generation(), cuda::ChunkedGeneration::kV8Spans);
     EXPECT_EQ(chunked_->launcher().last_spans(), c.planned);
     EXPECT_EQ(got->checkpoint_states[0].size(), static_cast<size_t>((c.tokens - 1) / c.interval));
-    absl::StatusOr<testing::ErrorStats> e = testing::CompareCheckpointStates(
-        got->checkpoint_states, testing::OracleCheckpointStates(options, inputs, c.interval));
-    ASSERT_TRUE(e.ok()) << e.status();
-    const Tolerance tol = ChunkedStateTolerance(options);
-    EXPECT_EQ(e->nonfinite, 0);
-    EXPECT_LE(e->max_abs_rel, tol.max_abs_rel) << testing::ToString(*e);
-    EXPECT_LE(e->rel_l2, tol.rel_l2) << testing::ToString(*e);
-    const oracle::Outputs want = oracle::Run(options, inputs);
-    const testing::ErrorStats o_err = testing::Compare(got->o.data(), want.o.data(), want.o.size());
-    EXPECT_LE(o_err.max_abs_rel, ChunkedOutputTolerance(options).max_abs_rel)
-        << testing::ToString(o_err);
+    ExpectCheckpointsMatch(options, inputs, *got, c.interval);
   }
   chunked_->launcher().set_generation(cuda::ChunkedGeneration::kAuto);
   chunked_->launcher().set_v8_spans(0);
@@ -208,12 +188,7 @@ TEST_F(ChunkedPrefillTest, SpanPathBadCheckpointPageTouchesNoPage) {
     ASSERT_TRUE((*call)->SetCheckpointPages(slots).ok());
     ASSERT_TRUE((*call)->Run(testing::EntryPoint::kPrefill).ok());
     EXPECT_EQ(chunked_->launcher().last_spans(), 3);
-    absl::StatusOr<std::vector<float>> o = ReadOutput(*chunked_, options, (*call)->params());
-    ASSERT_TRUE(o.ok()) << o.status();
-    EXPECT_TRUE(std::all_of(o->begin(), o->end(), [](float x) { return x != x; }));
-    absl::StatusOr<std::vector<uint8_t>> pool = (*call)->PoolBytes();
-    ASSERT_TRUE(pool.ok()) << pool.status();
-    EXPECT_TRUE(*pool == (*call)->staged_pool_bytes()) << "a page of the pool changed";
+    ExpectNanAndPoolUntouched(options, **call);
   }
   auto call = testing::StagedCall::Create(*chunked_, options, inputs, 64);
   ASSERT_TRUE(call.ok()) << call.status();
@@ -232,7 +207,9 @@ TEST_F(ChunkedPrefillTest, SpanPathBadCheckpointPageTouchesNoPage) {
   };
   EXPECT_TRUE(unchanged(skipped)) << "the skipped slot's page";
   for (size_t m = 0; m < slots.size(); ++m) {
-    if (m != 4) EXPECT_FALSE(unchanged(slots[m])) << "checkpoint " << m;
+    if (m != 4) {
+      EXPECT_FALSE(unchanged(slots[m])) << "checkpoint " << m;
+    }
   }
   EXPECT_FALSE(unchanged((*call)->final_pages()[0])) << "the final page";
   chunked_->launcher().set_generation(cuda::ChunkedGeneration::kAuto);

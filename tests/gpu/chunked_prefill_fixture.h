@@ -212,6 +212,34 @@ class ChunkedPrefillTest : public CudaBackendTest {
     return o_err;
   }
 
+  // A prefill with prefix states every `interval` tokens against the
+  // oracle: every checkpoint page within the final-state bars, o within
+  // its bars.
+  void ExpectCheckpointsMatch(const GdnOptions& options, const oracle::Inputs& inputs,
+                              const testing::BackendOutputs& got, int interval) {
+    absl::StatusOr<testing::ErrorStats> e = testing::CompareCheckpointStates(
+        got.checkpoint_states, testing::OracleCheckpointStates(options, inputs, interval));
+    ASSERT_TRUE(e.ok()) << e.status();
+    const Tolerance tol = ChunkedStateTolerance(options);
+    EXPECT_EQ(e->nonfinite, 0);
+    EXPECT_LE(e->max_abs_rel, tol.max_abs_rel) << testing::ToString(*e);
+    EXPECT_LE(e->rel_l2, tol.rel_l2) << testing::ToString(*e);
+    const oracle::Outputs want = oracle::Run(options, inputs);
+    const testing::ErrorStats o_err = testing::Compare(got.o.data(), want.o.data(), want.o.size());
+    EXPECT_LE(o_err.max_abs_rel, ChunkedOutputTolerance(options).max_abs_rel)
+        << testing::ToString(o_err);
+  }
+
+  // After a call with an unusable page id: o all NaN and the pool as staged.
+  void ExpectNanAndPoolUntouched(const GdnOptions& options, testing::StagedCall& call) {
+    absl::StatusOr<std::vector<float>> o = ReadOutput(*chunked_, options, call.params());
+    ASSERT_TRUE(o.ok()) << o.status();
+    EXPECT_TRUE(std::all_of(o->begin(), o->end(), [](float x) { return x != x; }));
+    absl::StatusOr<std::vector<uint8_t>> pool = call.PoolBytes();
+    ASSERT_TRUE(pool.ok()) << pool.status();
+    EXPECT_TRUE(*pool == call.staged_pool_bytes()) << "a page of the pool changed";
+  }
+
   std::unique_ptr<ChunkedOnlyBackend> chunked_;
   // Row magnitudes ExpectPrefillMatches gives q / k (SetQkRowMagnitudes;
   // empty: as drawn).

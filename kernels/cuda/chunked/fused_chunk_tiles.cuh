@@ -150,31 +150,34 @@ __device__ __forceinline__ void LoadStateRows(float (&s)[64], const ChunkArgs& a
   auto at = [&](int i) {
     return head + static_cast<int64_t>(AccCol(t, i)) * V + row0 + AccRow(t, i);
   };
-  if (!kQuant || !IsQuantizedState(args.state_dtype)) {
-    const bool f32 = args.state_dtype == StateDType::kF32;
+  if constexpr (kQuant) {
+    if (IsQuantizedState(args.state_dtype)) {
+      // int8 / fp8: the codes first, all loads in flight ...
 #pragma unroll
-    for (int i = 0; i < 64; ++i) {
-      s[i] = f32 ? reinterpret_cast<const float*>(page)[at(i)]
-                 : __bfloat162float(reinterpret_cast<const bf16*>(page)[at(i)]);
+      for (int i = 0; i < 64; ++i) {
+        s[i] = __uint_as_float(reinterpret_cast<const uint8_t*>(page)[at(i)]);
+      }
+      // ... then each code times its pair's scale.
+      const float* scales =
+          reinterpret_cast<const float*>(page + static_cast<int64_t>(args.num_v_heads) * K * V);
+      const int64_t col = static_cast<int64_t>(h) * V + row0 + AccRow(t, 0);  // e_lo
+      const float scale[2] = {scales[col / kStateScaleCols], scales[(col + 8) / kStateScaleCols]};
+      const bool int8 = args.state_dtype == StateDType::kInt8;
+#pragma unroll
+      for (int i = 0; i < 64; ++i) {
+        const uint8_t code = static_cast<uint8_t>(__float_as_uint(s[i]));
+        const float x =
+            int8 ? quant::DecodeInt8(static_cast<int8_t>(code)) : quant::DecodeFp8(code);
+        s[i] = x * scale[(i >> 1) & 1];
+      }
+      return;
     }
-    return;
   }
-  // int8 / fp8: the codes first, all loads in flight ...
+  const bool f32 = args.state_dtype == StateDType::kF32;
 #pragma unroll
   for (int i = 0; i < 64; ++i) {
-    s[i] = __uint_as_float(reinterpret_cast<const uint8_t*>(page)[at(i)]);
-  }
-  // ... then each code times its pair's scale.
-  const float* scales =
-      reinterpret_cast<const float*>(page + static_cast<int64_t>(args.num_v_heads) * K * V);
-  const int64_t col = static_cast<int64_t>(h) * V + row0 + AccRow(t, 0);  // e_lo
-  const float scale[2] = {scales[col / kStateScaleCols], scales[(col + 8) / kStateScaleCols]};
-  const bool int8 = args.state_dtype == StateDType::kInt8;
-#pragma unroll
-  for (int i = 0; i < 64; ++i) {
-    const uint8_t code = static_cast<uint8_t>(__float_as_uint(s[i]));
-    const float x = int8 ? quant::DecodeInt8(static_cast<int8_t>(code)) : quant::DecodeFp8(code);
-    s[i] = x * scale[(i >> 1) & 1];
+    s[i] = f32 ? reinterpret_cast<const float*>(page)[at(i)]
+               : __bfloat162float(reinterpret_cast<const bf16*>(page)[at(i)]);
   }
 }
 
