@@ -84,7 +84,6 @@ ChunkArgs MakeChunkArgs(const GdnOptions& options, const GdnParams& params,
   args.num_pages = params.pool.num_pages;
   args.checkpoint_pool_base = args.pool_base;
   args.checkpoint_page_bytes = args.page_bytes;
-  args.checkpoint_num_pages = args.num_pages;
   args.checkpoint_dtype = options.state_dtype;
   args.num_seqs = params.num_seqs;
   args.num_chunks = static_cast<int32_t>(num_chunks);

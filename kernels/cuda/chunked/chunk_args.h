@@ -58,10 +58,10 @@ struct ChunkArgs {
   const int32_t* checkpoint_pages = nullptr;
   // The pool the checkpoint pages are in (MakeChunkArgs: the state pool
   // below). The span path's phase 3 runs on fp32 scratch pages and stores
-  // its prefix states into the real pool, in its dtype (v8 only).
+  // its prefix states into the real pool, in its dtype (v8 only; its ids
+  // were checked against that pool by the fixup).
   char* checkpoint_pool_base = nullptr;
   int64_t checkpoint_page_bytes = 0;
-  int32_t checkpoint_num_pages = 0;
   StateDType checkpoint_dtype = StateDType::kF32;
   // The span path's phase 3 (v8 only): the sequences are the spans of one
   // sequence, cu_seqlens its span bounds from token 0, every inner bound a
