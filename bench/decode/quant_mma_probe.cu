@@ -219,10 +219,11 @@ __global__ void __launch_bounds__(32 * kWarps, 16 / kWarps) QuantMmaDecode(Probe
     }
     // Units: U' = code + k^_d u / f when f is a usable unit, else (tiny or
     // non-finite f) U' = code f + k^_d u with unit 1.
-    const bool unit_ok = f >= kMinAmax && f < INFINITY;
-    const float unit = unit_ok ? f : 1.f;
+    // One choice per warp: in units of f only where every lane's f is usable.
+    const bool units = __all_sync(0xffffffffu, f >= kMinAmax && f < INFINITY);
+    const float unit = units ? f : 1.f;
     const float inv_f = __frcp_rn(f);
-    const float w0 = unit_ok ? u0 * inv_f : u0, w1 = unit_ok ? u1 * inv_f : u1;
+    const float w0 = units ? u0 * inv_f : u0, w1 = units ? u1 * inv_f : u1;
     float up[4][4][4];  // [kb][i][(d parity) * 2 + e parity]
     float m = 0.f;
     // Byte j of a word: (d = 2c + (j >> 1), e = 2g + (j & 1)); as a float
@@ -245,8 +246,8 @@ __global__ void __launch_bounds__(32 * kWarps, 16 / kWarps) QuantMmaDecode(Probe
         }
       }
     };
-    // In units of f (one FFMA per element) unless some lane's f is unusable.
-    if (__all_sync(0xffffffffu, unit_ok)) {
+    // In units of f: one FFMA per element.
+    if (units) {
       update(std::false_type{});
     } else {
       update(std::true_type{});
