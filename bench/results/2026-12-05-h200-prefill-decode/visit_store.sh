@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Session 29's second H200 call: branch quant-store (bin/ of the pack) against
+# main (mainli/prefill_state_bench, before/decode_bench), bounded by BUDGET_S.
+set -u
+OUT=${OUT:-/tmp/gdn_out}; mkdir -p "$OUT"
+END=$(( $(date +%s) + ${BUDGET_S:-400} ))
+LOG=$OUT/visit_store.log
+. scripts/device/visit_steps.sh  # say, step
+. scripts/device/unpack_bundle.sh
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$LOG"
+for t in quantized_codec_test fused_chunk_test chunked_prefill_route_test \
+         chunked_prefill_checkpoints_test chunked_prefill_spans_test chunked_prefill_test \
+         quantized_state_test recurrent_kernel_test server_cuda_test; do
+  step 90 "$t" "$B/$t" --gtest_brief=1
+done
+ROWS=16/32/8/1024,16/32/4/4096,16/32/4/8192,16/32/1/32768
+for round in 1 2; do
+  for arm in mainli bin; do
+    step 40 "pstate_${arm}_$round" "$BUNDLE/$arm/prefill_state_bench" --rows=$ROWS \
+      --states=fp32,int8,fp8 --calls=10 --md="$OUT/pstate_${arm}_$round.md"
+    cat "$OUT/pstate_${arm}_$round.md" >> "$LOG"
+  done
+done
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+step 60 memcheck_route "$SAN" --tool memcheck --error-exitcode 9 "$B/chunked_prefill_route_test" \
+  --gtest_filter='*QuantizedPages*'
+step 60 racecheck_ckpt "$SAN" --tool racecheck --error-exitcode 9 \
+  "$B/chunked_prefill_checkpoints_test" --gtest_filter='*SpanPathBad*'
+left=$(( END - $(date +%s) - 10 ))
+[ "$left" -gt 60 ] && OUT=$OUT STATES=fp32,bf16,int8,fp8 BATCHES=128,256 ROUNDS=2 EXTRA_ARMS="" \
+  SAN_TOOLS=" " NCU_BF16=0 timeout "$left" bash scripts/device/decode_ab_visit.sh > /dev/null 2>&1
+say "decode_ab rc=$?"
+say done
