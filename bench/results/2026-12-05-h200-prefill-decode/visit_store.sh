@@ -8,19 +8,25 @@ LOG=$OUT/visit_store.log
 . scripts/device/visit_steps.sh  # say, step
 . scripts/device/unpack_bundle.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$LOG"
+# Most telling first: the codec and prefill tests, one A/B round, then the rest.
+ROWS=16/32/8/1024,16/32/4/4096,16/32/4/8192,16/32/1/32768
+pstate_round() {
+  for arm in mainli bin; do
+    step 40 "pstate_${arm}_$1" "$BUNDLE/$arm/prefill_state_bench" --rows=$ROWS \
+      --states=fp32,int8,fp8 --calls=10 --md="$OUT/pstate_${arm}_$1.md"
+    cat "$OUT/pstate_${arm}_$1.md" >> "$LOG"
+  done
+}
 for t in quantized_codec_test fused_chunk_test chunked_prefill_route_test \
-         chunked_prefill_checkpoints_test chunked_prefill_spans_test chunked_prefill_test \
-         quantized_state_test recurrent_kernel_test server_cuda_test; do
+         chunked_prefill_checkpoints_test recurrent_kernel_test; do
   step 90 "$t" "$B/$t" --gtest_brief=1
 done
-ROWS=16/32/8/1024,16/32/4/4096,16/32/4/8192,16/32/1/32768
-for round in 1 2; do
-  for arm in mainli bin; do
-    step 40 "pstate_${arm}_$round" "$BUNDLE/$arm/prefill_state_bench" --rows=$ROWS \
-      --states=fp32,int8,fp8 --calls=10 --md="$OUT/pstate_${arm}_$round.md"
-    cat "$OUT/pstate_${arm}_$round.md" >> "$LOG"
-  done
+pstate_round 1
+for t in chunked_prefill_spans_test chunked_prefill_test server_cuda_test; do
+  step 90 "$t" "$B/$t" --gtest_brief=1
 done
+pstate_round 2
+step 150 quantized_state_test "$B/quantized_state_test" --gtest_brief=1
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 step 60 memcheck_route "$SAN" --tool memcheck --error-exitcode 9 "$B/chunked_prefill_route_test" \
   --gtest_filter='*QuantizedPages*'
