@@ -6,18 +6,7 @@ set -u
 OUT=${OUT:-/tmp/gdn_out}; mkdir -p "$OUT"
 END=$(( $(date +%s) + ${BUDGET_S:-575} ))
 LOG=$OUT/visit.log
-say() { echo "== $* ($(date -u +%T), $(( END - $(date +%s) )) s left)" | tee -a "$LOG"; }
-# step SECONDS NAME cmd...: the command under min(SECONDS, what is left), output to $OUT/NAME.txt
-step() {
-  local cap=$1 name=$2; shift 2
-  local left=$(( END - $(date +%s) - 5 ))
-  [ "$left" -lt 10 ] && { say "skip $name"; return; }
-  [ "$cap" -gt "$left" ] && cap=$left
-  timeout "$cap" "$@" > "$OUT/$name.txt" 2>&1
-  local rc=$?
-  say "$name rc=$rc"
-  grep -E "^\[  (PASSED|FAILED) |FAILED  \]|ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/$name.txt" | head -8 | tee -a "$LOG"
-}
+. scripts/device/visit_steps.sh  # say, step (written inline here when it ran)
 . scripts/device/unpack_bundle.sh
 ln -sfn "$BUNDLE/before" .bundle/before
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$LOG"
