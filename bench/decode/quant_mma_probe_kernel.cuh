@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cuda/recurrent_quant.cuh"
 #include "kernels/state_quant.h"
 
 namespace gdn::bench::quant_mma_probe {
@@ -74,16 +75,6 @@ __device__ __forceinline__ float WarpMax(float x) {
 #pragma unroll
   for (int m = 16; m > 0; m >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, m));
   return x;
-}
-
-// Byte kSel & 3 of `codes` as the low byte of `magic` (prmt with an immediate
-// selector: with an immediate `magic` instead, ptxas moves each selector into a
-// register first, an extra instruction per element).
-template <int kSel>
-__device__ __forceinline__ uint32_t ByteIntoFloat(uint32_t codes, uint32_t magic) {
-  uint32_t r;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(codes), "r"(magic), "n"(kSel));
-  return r;
 }
 
 // Byte offset of K index r (0..15) of a 16-row half in the B layout: lane
@@ -225,23 +216,18 @@ __global__ void __launch_bounds__(32 * kWarps, 16 / kWarps) QuantMmaDecode(Probe
     const float w0 = units ? u0 * inv_f : u0, w1 = units ? u1 * inv_f : u1;
     float up[4][4][4];  // [kb][i][(d parity) * 2 + e parity]
     float m = 0.f;
-    // Byte j of a word: (d = 2c + (j >> 1), e = 2g + (j & 1)); as a float
-    // 2^23 + code + 128 (codes XOR 0x80), minus 2^23 + 128 exactly.
-    uint32_t magic;  // 2^23 as bits, in a register: the permute's selector stays immediate
-    asm volatile("mov.b32 %0, 0x4b000000;" : "=r"(magic));
+    // Byte j of a word: (d = 2c + (j >> 1), e = 2g + (j & 1)).
     auto update = [&](auto scaled) {
 #pragma unroll
       for (int kb = 0; kb < 4; ++kb) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          const uint32_t biased = code[kb][i] ^ 0x80808080u;
           const float2 kd = *reinterpret_cast<const float2*>(&khat[32 * kb + 8 * i + 2 * c]);
-          const uint32_t as_float[4] = {
-              ByteIntoFloat<0x7650>(biased, magic), ByteIntoFloat<0x7651>(biased, magic),
-              ByteIntoFloat<0x7652>(biased, magic), ByteIntoFloat<0x7653>(biased, magic)};
+          float codes[4];
+          cuda::DecodeCodeWord<cuda::QInt8>(code[kb][i], codes);
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
-            float x = __uint_as_float(as_float[j]) - 8388736.0f;
+            float x = codes[j];
             if constexpr (decltype(scaled)::value) x *= f;
             const float ud = fmaf((j >> 1) ? kd.y : kd.x, (j & 1) ? w1 : w0, x);
             up[kb][i][j] = ud;
@@ -273,6 +259,9 @@ __global__ void __launch_bounds__(32 * kWarps, 16 / kWarps) QuantMmaDecode(Probe
     for (int kb = 0; kb < 4; ++kb) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
+        // recurrent_quant.cuh's EncodeNearestWord<QInt8> with the product fused
+        // into the magic add (one FFMA a code; the host rounds y = U' r first,
+        // hence the probe's one-step bar on codes near ties).
         uint32_t q[4];
 #pragma unroll
         for (int j = 0; j < 4; ++j) q[j] = __float_as_uint(fmaf(up[kb][i][j], r, 12582912.0f));
