@@ -14,7 +14,9 @@
 #include <random>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "bench/decode/quant_mma_probe_kernel.cuh"
+#include "kernels/cuda/cuda_check.h"
 
 namespace {
 
@@ -28,14 +30,14 @@ using gdn::bench::quant_mma_probe::kV;
 using gdn::bench::quant_mma_probe::ProbeArgs;
 using gdn::bench::quant_mma_probe::QuantMmaDecode;
 
-#define CHECK(x)                                                                   \
-  do {                                                                             \
-    cudaError_t e_ = (x);                                                          \
-    if (e_ != cudaSuccess) {                                                       \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x,               \
-                   cudaGetErrorString(e_));                                        \
-      std::exit(2);                                                                \
-    }                                                                              \
+// A failed CUDA call ends the probe with kernels/cuda/cuda_check.h's message.
+#define CHECK(x)                                                               \
+  do {                                                                         \
+    const absl::Status status_ = gdn::CudaStatus((x), #x, __FILE__, __LINE__); \
+    if (!status_.ok()) {                                                       \
+      std::fprintf(stderr, "%s\n", status_.ToString().c_str());                \
+      std::exit(2);                                                            \
+    }                                                                          \
   } while (0)
 
 // ---- host: float64 reference and timing --------------------------------------
@@ -60,7 +62,9 @@ Host MakeInputs(int items, std::mt19937_64& rng, bool qwen_gates) {
       h.scales[it * kPairs + p] = zero ? 1.f : 0.01f * std::exp(normal(rng));
       for (int d = 0; d < kK; ++d) {
         for (int e = 2 * p; e < 2 * p + 2; ++e) {
-          int c = zero ? 0 : static_cast<int>(std::lround(std::clamp(40.f * normal(rng), -127.f, 127.f)));
+          int c =
+              zero ? 0
+                   : static_cast<int>(std::lround(std::clamp(40.f * normal(rng), -127.f, 127.f)));
           h.codes[static_cast<size_t>(it) * kCodeBytes + d * kV + e] =
               static_cast<uint8_t>(static_cast<int8_t>(c));
         }
@@ -84,8 +88,9 @@ struct Errors {
   int code_off = 0, code_off2 = 0;
 };
 
-Errors Reference(const Host& in, const std::vector<uint8_t>& codes, const std::vector<float>& scales,
-                 const std::vector<float>& o, int items, float attn_scale) {
+Errors Reference(const Host& in, const std::vector<uint8_t>& codes,
+                 const std::vector<float>& scales, const std::vector<float>& o, int items,
+                 float attn_scale) {
   Errors err;
   for (int it = 0; it < items; ++it) {
     double kk = 0, qq = 0;
@@ -100,8 +105,9 @@ Errors Reference(const Host& in, const std::vector<uint8_t>& codes, const std::v
     std::vector<double> S(kK * kV);
     for (int d = 0; d < kK; ++d)
       for (int e = 0; e < kV; ++e)
-        S[d * kV + e] = gamma * in.scales[it * kPairs + e / 2] *
-                        static_cast<int8_t>(in.codes[static_cast<size_t>(it) * kCodeBytes + d * kV + e]);
+        S[d * kV + e] =
+            gamma * in.scales[it * kPairs + e / 2] *
+            static_cast<int8_t>(in.codes[static_cast<size_t>(it) * kCodeBytes + d * kV + e]);
     double omax = 0, odiff = 0;
     std::vector<double> u(kV);
     for (int e = 0; e < kV; ++e) {
@@ -129,7 +135,8 @@ Errors Reference(const Host& in, const std::vector<uint8_t>& codes, const std::v
         for (int e = 2 * p; e < 2 * p + 2; ++e) {
           const double x = S[d * kV + e];
           const int ref = amax < kMinAmax ? 0 : static_cast<int>(std::nearbyint(x / ref_scale));
-          const int got = static_cast<int8_t>(codes[static_cast<size_t>(it) * kCodeBytes + d * kV + e]);
+          const int got =
+              static_cast<int8_t>(codes[static_cast<size_t>(it) * kCodeBytes + d * kV + e]);
           if (got != ref) (std::abs(got - ref) == 1 ? err.code_off : err.code_off2)++;
           smax_diff = std::max(smax_diff, std::fabs(got * got_scale - x));
         }
@@ -203,14 +210,13 @@ int Check(int items, bool qwen, uint64_t seed) {
   // Bars: o within 1e-5 of its max (fp32 sums of exact integer products);
   // codes at most one step off the float64 rounding (near ties), few of them;
   // the stored state within 0.51 steps of its pair's max (one rounding).
-  const bool ok = e.o_rel < 1e-5 && e.code_off2 == 0 &&
-                  e.code_off < items * kCodeBytes / 1000 && e.state_rel < 0.51 / kQMax &&
-                  e.scale_rel < 1e-5;
-  std::printf("CHECK %d warps, %s gates, %d items, seed %llu: o rel %.3g, scale rel %.3g, state rel %.3g "
-              "(bar %.3g), codes off by 1: %d, by more: %d -> %s\n",
-              kWarps, qwen ? "qwen" : "mild", items, static_cast<unsigned long long>(seed), e.o_rel,
-              e.scale_rel, e.state_rel, 0.51 / kQMax, e.code_off, e.code_off2,
-              ok ? "ok" : "FAILED");
+  const bool ok = e.o_rel < 1e-5 && e.code_off2 == 0 && e.code_off < items * kCodeBytes / 1000 &&
+                  e.state_rel < 0.51 / kQMax && e.scale_rel < 1e-5;
+  std::printf(
+      "CHECK %d warps, %s gates, %d items, seed %llu: o rel %.3g, scale rel %.3g, state rel %.3g "
+      "(bar %.3g), codes off by 1: %d, by more: %d -> %s\n",
+      kWarps, qwen ? "qwen" : "mild", items, static_cast<unsigned long long>(seed), e.o_rel,
+      e.scale_rel, e.state_rel, 0.51 / kQMax, e.code_off, e.code_off2, ok ? "ok" : "FAILED");
   return ok ? 0 : 1;
 }
 
@@ -227,7 +233,7 @@ int main(int argc, char** argv) {
   const int reps = Flag(argc, argv, "--reps", 20);
   std::random_device seeder;
   const uint64_t seed = Flag(argc, argv, "--seed", 0) != 0 ? Flag(argc, argv, "--seed", 0)
-                                                            : (uint64_t{seeder()} << 1) | 1;
+                                                           : (uint64_t{seeder()} << 1) | 1;
   int failures = 0;
   failures += Check<8>(64, false, seed);
   failures += Check<8>(64, true, seed + 1);
@@ -272,10 +278,11 @@ int main(int argc, char** argv) {
   for (int arm = 0; arm < 2; ++arm) {
     const double km = ms[arm][ms[arm].size() / 2];
     const double gbs = bytes / (km * 1e-3) / 1e9;
-    std::printf("TIME %s batch %d hv %d, %d warps per item: int8 mma decode %.1f us (%.0f GB/s), "
-                "copy of the codes %.1f us (%.0f GB/s): %.1f%% of copy bandwidth\n",
-                prop.name, batch, hv, arm == 0 ? 8 : 4, km * 1e3, gbs, cm * 1e3, copy_gbs,
-                100.0 * gbs / copy_gbs);
+    std::printf(
+        "TIME %s batch %d hv %d, %d warps per item: int8 mma decode %.1f us (%.0f GB/s), "
+        "copy of the codes %.1f us (%.0f GB/s): %.1f%% of copy bandwidth\n",
+        prop.name, batch, hv, arm == 0 ? 8 : 4, km * 1e3, gbs, cm * 1e3, copy_gbs,
+        100.0 * gbs / copy_gbs);
   }
   FreeDevice(d);
   CHECK(cudaFree(copy_dst));

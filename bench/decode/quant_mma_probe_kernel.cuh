@@ -1,14 +1,15 @@
 // Probe (issue 19's decode target): one decode token over int8 state pages
 // with the two reductions D^T k and D^T q on the integer tensor cores, the
-// codes never leaving int8 for them. Standalone: its own kernel, its own
-// float64 reference and timing, against a device-to-device copy of the same
-// bytes in the same run. Not wired into the server; it answers whether the
-// instruction-bound int8 decode (14 issued instructions per state element at
-// batch 256 on the H200, bench/results/2026-12-05-decode-quant-arms) can
-// reach the copy-bandwidth bound this way.
+// codes never leaving int8 for them. Its own kernel (the int8 codec of
+// recurrent_quant.cuh), float64 reference and timing, against a
+// device-to-device copy of the same bytes in the same run. Not wired into the
+// server; it asks whether the instruction-bound int8 decode (14 issued
+// instructions per state element at batch 256 on the H200,
+// bench/results/2026-12-05-decode-quant-arms) reaches the copy-bandwidth bound
+// this way (answer, 2026-12-05-h200-prefill-decode: no; it waits on memory).
 //
-// One CTA per (sequence, value head) item, 8 warps; K = V = 128; the page of
-// an item: codes [d = K row][e = V column] int8 (e contiguous), then one fp32
+// One CTA per (sequence, value head) item, kWarps (8 or 4) warps; K = V = 128;
+// the page of an item: codes [d = K row][e = V column] int8 (e contiguous), then one fp32
 // scale per column pair (e, e ^ 1), as kernels/gdn_types.h StatePageLayout.
 //   1. The 16 KB of codes -> shared memory by 16-byte loads, swizzled (16-byte
 //      chunk x of row d at x ^ (d & 7)); k, q normalised (k^, q^ with the
@@ -43,22 +44,21 @@
 namespace gdn::bench::quant_mma_probe {
 
 constexpr int kK = 128, kV = 128;
-constexpr int kCodeBytes = kK * kV;          // 16 KB
-constexpr int kPairs = kV / 2;               // scales per item
+constexpr int kCodeBytes = kK * kV;  // 16 KB
+constexpr int kPairs = kV / 2;       // scales per item
 constexpr float kQMax = quant::kInt8Max;
 constexpr float kMinAmax = quant::kMinGroupAmax;
 constexpr float kEps = 1e-6f;
 
-
 struct ProbeArgs {
-  uint8_t* codes;        // [items][K][V]
-  float* scales;         // [items][kPairs]
-  const float* q;        // [items][K]
-  const float* k;        // [items][K]
-  const float* v;        // [items][V]
-  const float* g;        // [items] log decay
-  const float* beta;     // [items]
-  float* o;              // [items][V]
+  uint8_t* codes;     // [items][K][V]
+  float* scales;      // [items][kPairs]
+  const float* q;     // [items][K]
+  const float* k;     // [items][K]
+  const float* v;     // [items][V]
+  const float* g;     // [items] log decay
+  const float* beta;  // [items]
+  float* o;           // [items][V]
   float attn_scale;
 };
 
@@ -90,7 +90,7 @@ __device__ __forceinline__ int LevelByte(int r, int level) {
 template <int kWarps>
 __global__ void __launch_bounds__(32 * kWarps, 16 / kWarps) QuantMmaDecode(ProbeArgs a) {
   constexpr int kThreads = 32 * kWarps, kVectors = kCodeBytes / 16 / kThreads;
-  __shared__ __align__(128) uint8_t tile[kCodeBytes];  // swizzled codes
+  __shared__ __align__(128) uint8_t tile[kCodeBytes];    // swizzled codes
   __shared__ __align__(16) uint32_t levels[4][2][4][8];  // [kb][half][c][level] words
   __shared__ float khat[kK];
   __shared__ float red[8][3];
@@ -265,8 +265,8 @@ __global__ void __launch_bounds__(32 * kWarps, 16 / kWarps) QuantMmaDecode(Probe
         uint32_t q[4];
 #pragma unroll
         for (int j = 0; j < 4; ++j) q[j] = __float_as_uint(fmaf(up[kb][i][j], r, 12582912.0f));
-        code[kb][i] = __byte_perm(__byte_perm(q[0], q[1], 0x0040), __byte_perm(q[2], q[3], 0x0040),
-                                  0x5410);
+        code[kb][i] =
+            __byte_perm(__byte_perm(q[0], q[1], 0x0040), __byte_perm(q[2], q[3], 0x0040), 0x5410);
       }
     }
     __syncwarp();  // the chunk's ldmatrix reads are done (no other warp touches it)
