@@ -20,11 +20,8 @@
 //   int8 decode: byte ^ 0x80 becomes the low mantissa byte of 2^23 (one
 //     byte permute), minus 2^23 + 128 (exact);
 //   fp8 decode: cvt.rn.f16x2.e4m3x2 (two codes, exact), half -> float;
-//   int8 encode, nearest: y = x * inv < 127.5 in magnitude, y + 1.5 * 2^23
-//     rounds to nearest even into the low mantissa byte (the clamp of
-//     EncodeInt8 never binds for a finite group: |x| <= amax);
-//   fp8 encode, nearest: cvt.rn.satfinite.e4m3x2.f32 (round to nearest even,
-//     subnormals, saturation at 448 = EncodeFp8's clamp; -0 keeps its sign);
+//   int8 / fp8 encode, nearest: common/state_codes.cuh (y + 1.5 * 2^23;
+//     cvt.rn.satfinite.e4m3x2.f32);
 //   stochastic rounding and groups with a NaN scale (an Inf / NaN element:
 //     the hardware would give NaN codes where EncodeInt8 / EncodeFp8 clamp)
 //     take state_quant.h's software encoders.
@@ -38,6 +35,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/cuda/common/state_codes.cuh"
 #include "kernels/cuda/common/vector_access.cuh"
 #include "kernels/cuda/recurrent_instances.h"
 #include "kernels/cuda/recurrent_params.h"
@@ -78,26 +76,18 @@ __device__ __forceinline__ void DecodeCodeWord(uint32_t word, float* out) {
 }
 
 // Round-to-nearest codes of y = x * inv, 4 values of a finite group (scale
-// not NaN) -> one word; EncodeInt8 / EncodeFp8(x, inv, false, 0) bit for bit.
+// not NaN) -> one word; EncodeInt8 / EncodeFp8(x, inv, false, 0) bit for bit
+// (common/state_codes.cuh).
 template <typename StateT>
 __device__ __forceinline__ uint32_t EncodeNearestWord(const float* y) {
   if constexpr (std::is_same_v<StateT, QInt8>) {
     uint32_t t[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) t[i] = __float_as_uint(y[i] + 12582912.0f);  // 1.5 * 2^23
+    for (int i = 0; i < 4; ++i) t[i] = Int8NearestBits(y[i]);
     return __byte_perm(__byte_perm(t[0], t[1], 0x0040u), __byte_perm(t[2], t[3], 0x0040u),
                        0x5410u);
   } else {
-    // cvt d, a, b puts a in the high byte; the two halves merge in one
-    // register (no masking of 16-bit results).
-    uint32_t word;
-    asm("{\n .reg .b16 lo, hi;\n"
-        " cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
-        " cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n"
-        " mov.b32 %0, {lo, hi};\n}"
-        : "=r"(word)
-        : "f"(y[0]), "f"(y[1]), "f"(y[2]), "f"(y[3]));
-    return word;
+    return __byte_perm(Fp8PairNearest(y[0], y[1]), Fp8PairNearest(y[2], y[3]), 0x5410u);
   }
 }
 

@@ -29,6 +29,7 @@
 #include "kernels/cuda/chunked/mma_16bit.cuh"
 #include "kernels/cuda/chunked/state_pages.cuh"
 #include "kernels/cuda/common/page_ids.cuh"
+#include "kernels/cuda/common/state_codes.cuh"
 #include "kernels/cuda/common/wgmma.cuh"
 #include "kernels/gdn_types.h"
 #include "kernels/state_quant.h"
@@ -162,13 +163,18 @@ __device__ __forceinline__ void LoadStateRows(float (&s)[64], const ChunkArgs& a
           reinterpret_cast<const float*>(page + static_cast<int64_t>(args.num_v_heads) * K * V);
       const int64_t col = static_cast<int64_t>(h) * V + row0 + AccRow(t, 0);  // e_lo
       const float scale[2] = {scales[col / kStateScaleCols], scales[(col + 8) / kStateScaleCols]};
-      const bool int8 = args.state_dtype == StateDType::kInt8;
+      if (args.state_dtype == StateDType::kInt8) {  // one loop per dtype
 #pragma unroll
-      for (int i = 0; i < 64; ++i) {
-        const uint8_t code = static_cast<uint8_t>(__float_as_uint(s[i]));
-        const float x =
-            int8 ? quant::DecodeInt8(static_cast<int8_t>(code)) : quant::DecodeFp8(code);
-        s[i] = x * scale[(i >> 1) & 1];
+        for (int i = 0; i < 64; ++i) {
+          const int8_t code = static_cast<int8_t>(__float_as_uint(s[i]));
+          s[i] = quant::DecodeInt8(code) * scale[(i >> 1) & 1];
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < 64; ++i) {
+          const uint8_t code = static_cast<uint8_t>(__float_as_uint(s[i]));
+          s[i] = quant::DecodeFp8(code) * scale[(i >> 1) & 1];
+        }
       }
       return;
     }
@@ -249,11 +255,35 @@ __device__ __forceinline__ void StoreQuantStateRows(const float (&s)[64], const 
   const quant::GroupScale gs[2] = {quant::GroupScaleFor(m[0], qmax),
                                    quant::GroupScaleFor(m[1], qmax)};
   const int64_t head = static_cast<int64_t>(h) * K * V;
+  auto at = [&](int i) {
+    return head + static_cast<int64_t>(AccCol(t, i)) * V + row0 + AccRow(t, i);
+  };
+  // One loop per (dtype, rounding), no per-element switch: the nearest
+  // loops are a multiply, an add or a cvt per pair, and a byte store
+  // (common/state_codes.cuh). Elements i and i + 1 share a row (the pair's
+  // scale), so fp8 converts them in one cvt.
+  const bool finite = m[0] < 0x7f800000u && m[1] < 0x7f800000u;
+  if (!stochastic && finite && int8) {
 #pragma unroll
-  for (int i = 0; i < 64; ++i) {
-    const int half = (i >> 1) & 1;
-    const int64_t at = head + static_cast<int64_t>(AccCol(t, i)) * V + row0 + AccRow(t, i);
-    page[at] = static_cast<char>(EncodePageCode(int8, s[i], gs[half].inv, stochastic, salt, at));
+    for (int i = 0; i < 64; ++i) {
+      const float y = __fmul_rn(s[i], gs[(i >> 1) & 1].inv);
+      page[at(i)] = static_cast<char>(Int8NearestBits(y));
+    }
+  } else if (!stochastic && finite) {
+#pragma unroll
+    for (int i = 0; i < 64; i += 2) {
+      const float inv = gs[(i >> 1) & 1].inv;
+      const uint16_t pair = Fp8PairNearest(__fmul_rn(s[i], inv), __fmul_rn(s[i + 1], inv));
+      page[at(i)] = static_cast<char>(pair);
+      page[at(i + 1)] = static_cast<char>(pair >> 8);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 64; ++i) {
+      const int64_t a = at(i);
+      page[a] = static_cast<char>(
+          EncodePageCode(int8, s[i], gs[(i >> 1) & 1].inv, stochastic, salt, a));
+    }
   }
   if ((lane & 7) == 0) {  // tig 0 of an even group: e_lo even
     float* scales = reinterpret_cast<float*>(page + static_cast<int64_t>(args.num_v_heads) * K * V);

@@ -16,6 +16,7 @@
 #include "kernels/cuda/chunked/state_pages.cuh"
 #include "kernels/cuda/common/page_ids.cuh"
 #include "kernels/cuda/common/vector_access.cuh"
+#include "kernels/cuda/common/state_codes.cuh"
 #include "kernels/gdn_params.h"
 #include "kernels/state_quant.h"
 
@@ -203,24 +204,41 @@ __device__ __forceinline__ void StoreQuantStatePage(const ChunkArgs& args, char*
     inv[nt] = gs.inv;
   }
   const int64_t tile_offset = static_cast<int64_t>(h) * K * V + v0;
+  // The two codes of each column pair (one scale) through `encode`, one
+  // loop per (dtype, rounding): nearest (common/state_codes.cuh) when the
+  // rounding and the groups allow, no switch per element.
+  auto store_pairs = [&](auto encode) {
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+      for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int d = rw * (K / 4) + mt * 16 + group + 8 * half;
-        const int e = e0 + nt * 8 + 2 * tig;
-        const int64_t at = tile_offset + d * V + e;
-        uint32_t codes = 0;
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const float x = S[mt][nt][2 * half + j];
-          const uint32_t c = EncodePageCode(int8, x, inv[nt], stochastic, salt, at + j);
-          codes |= c << (8 * j);
+        for (int half = 0; half < 2; ++half) {
+          const int d = rw * (K / 4) + mt * 16 + group + 8 * half;
+          const int e = e0 + nt * 8 + 2 * tig;
+          const int64_t at = tile_offset + d * V + e;
+          *reinterpret_cast<uint16_t*>(fin + at) = static_cast<uint16_t>(
+              encode(S[mt][nt][2 * half], S[mt][nt][2 * half + 1], inv[nt], at));
         }
-        *reinterpret_cast<uint16_t*>(fin + at) = static_cast<uint16_t>(codes);
-      }
+  };
+  bool finite = true;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) finite &= !(scale[nt] != scale[nt]);
+  if (!stochastic && finite && int8) {
+    store_pairs([](float x0, float x1, float inv, int64_t) {
+      return __byte_perm(Int8NearestBits(__fmul_rn(x0, inv)), Int8NearestBits(__fmul_rn(x1, inv)),
+                         0x0040u);
+    });
+  } else if (!stochastic && finite) {
+    store_pairs([](float x0, float x1, float inv, int64_t) -> uint32_t {
+      return Fp8PairNearest(__fmul_rn(x0, inv), __fmul_rn(x1, inv));
+    });
+  } else {
+    store_pairs([&](float x0, float x1, float inv, int64_t at) {
+      return EncodePageCode(int8, x0, inv, stochastic, salt, at) |
+             static_cast<uint32_t>(EncodePageCode(int8, x1, inv, stochastic, salt, at + 1)) << 8;
+    });
+  }
   if (rw == 0 && group == 0) {
     float* scales = reinterpret_cast<float*>(fin + static_cast<int64_t>(args.num_v_heads) * K * V);
 #pragma unroll
