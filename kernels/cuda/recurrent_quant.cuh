@@ -87,7 +87,7 @@ __device__ __forceinline__ uint32_t EncodeNearestWord(const float* y) {
     return __byte_perm(__byte_perm(t[0], t[1], 0x0040u), __byte_perm(t[2], t[3], 0x0040u),
                        0x5410u);
   } else {
-    return __byte_perm(Fp8PairNearest(y[0], y[1]), Fp8PairNearest(y[2], y[3]), 0x5410u);
+    return Fp8NearestWord(y);
   }
 }
 

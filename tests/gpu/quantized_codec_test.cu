@@ -1,7 +1,8 @@
-// The recurrent kernel's int8 / fp8 device codecs (recurrent_quant.cuh:
-// byte-permute int8 decode, cvt.rn.f16x2.e4m3x2 fp8 decode, magic-add int8
-// encode, cvt.rn.satfinite.e4m3x2.f32 fp8 encode) against the host
-// element arithmetic of kernels/state_quant.h, bit for bit:
+// The int8 / fp8 device codecs (recurrent_quant.cuh: byte-permute int8
+// decode, cvt.rn.f16x2.e4m3x2 fp8 decode; common/state_codes.cuh: magic-add
+// int8 encode, cvt.rn.satfinite.e4m3x2.f32 fp8 encode, as the recurrent
+// kernel's words and as the chunked prefill's per-code / per-pair stores)
+// against the host element arithmetic of kernels/state_quant.h, bit for bit:
 //   encode: a strided sweep of the fp32 patterns of the fast path's domain
 //     (int8: |y| < 127.5, fp8: |y| <= 896) plus every tie between codes and
 //     its neighbours, the subnormal and saturation boundaries and both zeros;
@@ -17,20 +18,33 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cuda/common/state_codes.cuh"
 #include "kernels/cuda/recurrent_quant.cuh"
 #include "kernels/state_quant.h"
 
 namespace gdn::cuda {
 namespace {
 
-// y[i] = x[i] * inv[i] (as the store: __fmul_rn), 4 values -> one word.
+// y[i] = x[i] * inv[i] (as the stores: __fmul_rn), 4 values -> one word:
+// the recurrent kernel's EncodeNearestWord, or (per_code) the chunked
+// prefill's form: int8 one Int8NearestBits per code, fp8 one
+// Fp8PairNearest per pair.
 template <typename StateT>
-__global__ void EncodeKernel(const float* x, const float* inv, uint32_t* words, int n_words) {
+__global__ void EncodeKernel(const float* x, const float* inv, uint32_t* words, int n_words,
+                             bool per_code) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n_words) return;
   float y[4];
   for (int j = 0; j < 4; ++j) y[j] = __fmul_rn(x[4 * i + j], inv[4 * i + j]);
-  words[i] = EncodeNearestWord<StateT>(y);
+  if (!per_code) {
+    words[i] = EncodeNearestWord<StateT>(y);
+  } else if constexpr (std::is_same_v<StateT, QInt8>) {
+    uint32_t w = 0;
+    for (int j = 0; j < 4; ++j) w |= (Int8NearestBits(y[j]) & 0xffu) << (8 * j);
+    words[i] = w;
+  } else {
+    words[i] = Fp8PairNearest(y[0], y[1]) | static_cast<uint32_t>(Fp8PairNearest(y[2], y[3])) << 16;
+  }
 }
 
 template <typename StateT>
@@ -59,9 +73,10 @@ T* ToDevice(const std::vector<T>& v) {
   return d;
 }
 
-// Device codes of x * inv (x padded to whole words).
+// Device codes of x * inv (x padded to whole words), in EncodeKernel's
+// per_code form or not.
 template <typename StateT>
-std::vector<uint8_t> DeviceEncode(std::vector<float> x, std::vector<float> inv) {
+std::vector<uint8_t> DeviceEncode(std::vector<float> x, std::vector<float> inv, bool per_code) {
   while (x.size() % 4 != 0) {
     x.push_back(0.0f);
     inv.push_back(1.0f);
@@ -71,7 +86,7 @@ std::vector<uint8_t> DeviceEncode(std::vector<float> x, std::vector<float> inv) 
   float* dinv = ToDevice(inv);
   uint32_t* dw = nullptr;
   EXPECT_EQ(cudaMalloc(&dw, n_words * sizeof(uint32_t)), cudaSuccess);
-  EncodeKernel<StateT><<<(n_words + 255) / 256, 256>>>(dx, dinv, dw, n_words);
+  EncodeKernel<StateT><<<(n_words + 255) / 256, 256>>>(dx, dinv, dw, n_words, per_code);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   std::vector<uint8_t> codes(x.size());
   EXPECT_EQ(cudaMemcpy(codes.data(), dw, codes.size(), cudaMemcpyDeviceToHost), cudaSuccess);
@@ -101,16 +116,19 @@ float HostDecode(uint8_t code) {
 
 template <typename StateT>
 void ExpectSameCodes(const std::vector<float>& x, const std::vector<float>& inv) {
-  const std::vector<uint8_t> got = DeviceEncode<StateT>(x, inv);
-  int64_t bad = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    const uint8_t want = HostEncode<StateT>(x[i], inv[i]);
-    if (got[i] != want && ++bad <= 10) {
-      ADD_FAILURE() << "x " << x[i] << " (0x" << std::hex << quant::FloatBits(x[i]) << ") inv "
-                    << inv[i] << ": device 0x" << int(got[i]) << " host 0x" << int(want);
+  for (bool per_code : {false, true}) {
+    const std::vector<uint8_t> got = DeviceEncode<StateT>(x, inv, per_code);
+    int64_t bad = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const uint8_t want = HostEncode<StateT>(x[i], inv[i]);
+      if (got[i] != want && ++bad <= 10) {
+        ADD_FAILURE() << (per_code ? "per code" : "word") << ": x " << x[i] << " (0x" << std::hex
+                      << quant::FloatBits(x[i]) << ") inv " << inv[i] << ": device 0x"
+                      << int(got[i]) << " host 0x" << int(want);
+      }
     }
+    EXPECT_EQ(bad, 0) << "of " << x.size() << (per_code ? ", per code" : ", words");
   }
-  EXPECT_EQ(bad, 0) << "of " << x.size();
 }
 
 // Finite y in [-limit, limit]: every stride-th pattern, the values within

@@ -39,6 +39,20 @@ __device__ __forceinline__ uint16_t Fp8PairNearest(float y0, float y1) {
   return pair;
 }
 
+// Four fp8 codes (y[i]'s in byte i): two cvts whose halves merge in one
+// register. Two Fp8PairNearest and a byte permute cost the recurrent
+// decode's store 1.5-2% (H100, bench/results/2026-12-05-quant-store).
+__device__ __forceinline__ uint32_t Fp8NearestWord(const float* y) {
+  uint32_t word;
+  asm("{\n .reg .b16 lo, hi;\n"
+      " cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
+      " cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n"
+      " mov.b32 %0, {lo, hi};\n}"
+      : "=r"(word)
+      : "f"(y[0]), "f"(y[1]), "f"(y[2]), "f"(y[3]));
+  return word;
+}
+
 }  // namespace gdn::cuda
 
 #endif  // GDN_KERNELS_CUDA_COMMON_STATE_CODES_CUH_
