@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Session 30's H200 call: the quantized page store in one loop per (dtype,
+# Session 30's first device call (it got an H100): the quantized page store in one loop per (dtype,
 # rounding) (bin/ of the pack, branch quant-store) against main `1764e16`
 # (mainli/ prefill_state_bench, before/ decode_bench), bounded by BUDGET_S.
-#   BUDGET_S=500 bash bench/results/2026-12-05-quant-store/visit.sh
+#   BUDGET_S=540 bash bench/results/2026-12-05-quant-store/visit.sh
+# Every output goes to a work folder, packed into one $OUT/visit.tgz at the
+# end (the device returns at most 8 files; as first run, the outputs went
+# to $OUT directly and only 8 came back: visit1/ holds those, the rest of
+# that run's results are in this folder's README).
 set -u
-OUT=${OUT:-/tmp/gdn_out}; mkdir -p "$OUT"
+RESULTS=${OUT:-/tmp/gdn_out}; mkdir -p "$RESULTS"
+OUT=/tmp/quant_store_visit; rm -rf "$OUT"; mkdir -p "$OUT"
 END=$(( $(date +%s) + ${BUDGET_S:-400} ))
 LOG=$OUT/visit.log
 . scripts/device/visit_steps.sh  # say, step
@@ -41,4 +46,4 @@ left=$(( END - $(date +%s) - 10 ))
   SAN_TOOLS=" " NCU_BF16=0 timeout "$left" bash scripts/device/decode_ab_visit.sh > /dev/null 2>&1
 say "decode_ab rc=$?"
 say done
-tar -C "$OUT" -czf "$OUT/../visit_all.tgz" . && mv "$OUT/../visit_all.tgz" "$OUT/visit_all.tgz"
+tar -C "$OUT" -czf "$RESULTS/visit.tgz" .

@@ -281,8 +281,8 @@ __device__ __forceinline__ void StoreQuantStateRows(const float (&s)[64], const 
 #pragma unroll
     for (int i = 0; i < 64; ++i) {
       const int64_t a = at(i);
-      page[a] = static_cast<char>(
-          EncodePageCode(int8, s[i], gs[(i >> 1) & 1].inv, stochastic, salt, a));
+      page[a] =
+          static_cast<char>(EncodePageCode(int8, s[i], gs[(i >> 1) & 1].inv, stochastic, salt, a));
     }
   }
   if ((lane & 7) == 0) {  // tig 0 of an even group: e_lo even

@@ -15,8 +15,8 @@
 #include "kernels/cuda/chunked/mma_16bit.cuh"
 #include "kernels/cuda/chunked/state_pages.cuh"
 #include "kernels/cuda/common/page_ids.cuh"
-#include "kernels/cuda/common/vector_access.cuh"
 #include "kernels/cuda/common/state_codes.cuh"
+#include "kernels/cuda/common/vector_access.cuh"
 #include "kernels/gdn_params.h"
 #include "kernels/state_quant.h"
 
