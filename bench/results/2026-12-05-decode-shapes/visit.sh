@@ -9,16 +9,17 @@
 #   b4, b5     bf16 V tile 64, 128 threads, 4 / 5 blocks (main: 1, i.e. 151 registers)
 # The combo's tests run after the A/B (no sanitizer: device time was short).
 #   bash bench/results/2026-12-05-decode-shapes/visit.sh
+# (ROUNDS=1 TESTS= for a short call: one A/B round, no tests.)
 set -u
 RESULTS=${OUT:-/tmp/gdn_out}; mkdir -p "$RESULTS"
 W=/tmp/shapes; rm -rf "$W"; mkdir -p "$W"
 . scripts/device/unpack_bundle.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$W/gpu.txt"
-OUT=$W STATES=fp32,bf16,int8,fp8 BATCHES=128,256 ROUNDS=2 \
+OUT=$W STATES=fp32,bf16,int8,fp8 BATCHES=128,256 ROUNDS=${ROUNDS:-2} \
   EXTRA_ARMS="q64m6 t32m10 t32x128m8 b4 b5" SAN_TOOLS=" " NCU_BF16=0 \
   bash scripts/device/decode_ab_visit.sh > "$W/decode_ab_stdout.txt" 2>&1
 tar -C "$W" -czf "$RESULTS/shapes.tgz" .  # again below: what a cut-short call still returns
-for t in quantized_state_test recurrent_kernel_test draft_states_test; do
+for t in ${TESTS-quantized_state_test recurrent_kernel_test draft_states_test}; do
   timeout 150 "$B/$t" --gtest_brief=1 > "$W/$t.txt" 2>&1
   echo "$t rc=$?" | tee -a "$W/gpu.txt"
 done
