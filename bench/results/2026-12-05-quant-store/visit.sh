@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Session 30's first device call (it got an H100): the quantized page store in one loop per (dtype,
-# rounding) (bin/ of the pack, branch quant-store) against main `1764e16`
+# Session 30's first device call (it got an H100; this replaces session 29's
+# visit_store.sh, which never ran): the quantized page store in one loop per
+# (dtype, rounding) (bin/ of the pack, branch quant-store) against main `1764e16`
 # (mainli/ prefill_state_bench, before/ decode_bench), bounded by BUDGET_S.
 #   BUDGET_S=540 bash bench/results/2026-12-05-quant-store/visit.sh
 # Every output goes to a work folder, packed into one $OUT/visit.tgz at the
