@@ -8,7 +8,8 @@
 // the state-only instance (args.o null) must give the default's final pages
 // and write no o. A
 // timing test prints v8 (both, the whole call, table + TPrep and the fused
-// kernel alone) against v7 at 16/32, 4 x 8192 and 8 x 1024 (median of 7).
+// kernel alone; and with the aux warpgroup) against v7 at 16/32 4 x 8192,
+// 8 x 1024 and 16/64 8 x 4096 (median of 7).
 //
 // Bounds: chunked_prefill_test.cc's bars for v7 (bf16 operands: o 1e-2
 // max_abs_rel, 6e-3 rel_l2; fp16 operands 2e-3 / 1.5e-3; bf16 pages add
@@ -68,12 +69,14 @@ Tolerance StateTolerance(DType dt, StateDType st) {
 }
 
 // with_o false: args.o null, the state-only instance (the span path's
-// phase-1 runs).
+// phase-1 runs). aux: T'', P and the gates formed in the fused kernel's aux
+// warpgroup (FusedChunkOptions::aux_prep) instead of by TPrep.
 cudaError_t RunV8(const Problem& pr, cudaStream_t stream, bool w_hi_lo = true, int stages = 3,
-                  bool with_o = true) {
+                  bool with_o = true, bool aux = false) {
   FusedChunkOptions options;
   options.w_hi_lo = w_hi_lo;
   options.stages = stages;
+  options.aux_prep = aux;
   ChunkArgs args = pr.Args();
   if (!with_o) args.o = nullptr;
   return LaunchFusedChunkPrefill(args, kK, kV, pr.T, pr.ws.ptr,
@@ -109,6 +112,22 @@ TEST_P(FusedChunkTest, MatchesFloat64AndV7) {
     ASSERT_TRUE(ReadBack(pr, v8));
     Score(pr, v8, want, hi_lo ? o8 : o8op, hi_lo ? s8 : s8op);
     if (hi_lo) full = v8;
+  }
+
+  // The aux warpgroup's form (T'', P and gates in the fused kernel): the
+  // same bars as the default, from its own o and pages.
+  Errors o8aux, s8aux;
+  {
+    CUDA_OK(cudaMemset(pr.o.ptr, 0xFF, static_cast<size_t>(pr.T) * cs.Hv * kV * 2));
+    for (int s = 0; s < pr.N; ++s) {
+      CUDA_OK(cudaMemset(pr.pool.as<char>() + pr.page_bytes * pr.final_pages[s], 0xFF,
+                         pr.page_bytes));
+    }
+    CUDA_OK(RunV8(pr, nullptr, true, 3, true, /*aux=*/true));
+    CUDA_OK(cudaDeviceSynchronize());
+    Result ra;
+    ASSERT_TRUE(ReadBack(pr, ra));
+    Score(pr, ra, want, o8aux, s8aux);
   }
 
   // The state-only instance (no o: X_K alone, no q, P or O): the default
@@ -157,10 +176,12 @@ TEST_P(FusedChunkTest, MatchesFloat64AndV7) {
   }
 
   std::printf("[ %s ] v8 o %.3g / %.3g state %.3g / %.3g | v8 W' Op o %.3g / %.3g state %.3g / "
-              "%.3g | v7 o %.3g / %.3g state %.3g / %.3g (max_abs_rel / rel_l2)\n",
+              "%.3g | v8 aux o %.3g / %.3g state %.3g / %.3g | v7 o %.3g / %.3g state %.3g / "
+              "%.3g (max_abs_rel / rel_l2)\n",
               cs.name.c_str(), o8.max_abs_rel, o8.rel_l2, s8.max_abs_rel, s8.rel_l2,
-              o8op.max_abs_rel, o8op.rel_l2, s8op.max_abs_rel, s8op.rel_l2, o7.max_abs_rel,
-              o7.rel_l2, s7.max_abs_rel, s7.rel_l2);
+              o8op.max_abs_rel, o8op.rel_l2, s8op.max_abs_rel, s8op.rel_l2, o8aux.max_abs_rel,
+              o8aux.rel_l2, s8aux.max_abs_rel, s8aux.rel_l2, o7.max_abs_rel, o7.rel_l2,
+              s7.max_abs_rel, s7.rel_l2);
   const Tolerance ot = OutputTolerance(cs.dtype);
   const Tolerance stt = StateTolerance(cs.dtype, cs.state);
   // Where the default variant is worst (for reading a failure: a layout
@@ -174,11 +195,11 @@ TEST_P(FusedChunkTest, MatchesFloat64AndV7) {
                 static_cast<long long>(o8.nonfinite), s8.worst_seq, s8.worst / (kK * kV),
                 (s8.worst / kV) % kK, s8.worst % kV, static_cast<long long>(s8.nonfinite));
   }
-  // v7's bars for both variants; "no worse than v7" for the default.
-  for (const bool hi_lo : {true, false}) {
-    const Errors& oe = hi_lo ? o8 : o8op;
-    const Errors& se = hi_lo ? s8 : s8op;
-    SCOPED_TRACE(hi_lo ? "W' hi + lo (default)" : "W' Op");
+  // v7's bars for every variant; "no worse than v7" for the default and aux.
+  for (const int variant : {0, 1, 2}) {
+    const Errors& oe = variant == 0 ? o8 : variant == 1 ? o8op : o8aux;
+    const Errors& se = variant == 0 ? s8 : variant == 1 ? s8op : s8aux;
+    SCOPED_TRACE(variant == 0 ? "W' hi + lo (default)" : variant == 1 ? "W' Op" : "aux");
     EXPECT_EQ(oe.nonfinite, 0) << "o: non-finite or unwritten entries";
     EXPECT_EQ(se.nonfinite, 0) << "state: non-finite or unwritten entries";
     EXPECT_LE(oe.max_abs_rel, ot.max_abs_rel) << "o";
@@ -188,6 +209,8 @@ TEST_P(FusedChunkTest, MatchesFloat64AndV7) {
   }
   EXPECT_LE(o8.rel_l2, 1.5 * o7.rel_l2 + 1e-6) << "o: v8 less accurate than v7";
   EXPECT_LE(s8.rel_l2, 1.5 * s7.rel_l2 + 1e-6) << "state: v8 less accurate than v7";
+  EXPECT_LE(o8aux.rel_l2, 1.5 * o7.rel_l2 + 1e-6) << "o: v8 aux less accurate than v7";
+  EXPECT_LE(s8aux.rel_l2, 1.5 * s7.rel_l2 + 1e-6) << "state: v8 aux less accurate than v7";
 }
 
 std::vector<Case> Cases() {
@@ -311,12 +334,18 @@ float MedianMs(Fn fn, int runs) {
 // ChunkedPrefill::Run.
 TEST(FusedChunkTiming, Rows) {
   if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
-  const std::vector<std::pair<std::string, std::vector<int>>> rows = {
-      {"16/32 4 x 8192", std::vector<int>(4, 8192)},
-      {"16/32 8 x 1024", std::vector<int>(8, 1024)},
+  struct Row {
+    std::string name;
+    int hv;
+    std::vector<int> lens;
   };
-  for (const auto& [name, lens] : rows) {
-    Case cs{"timing", DType::kBF16, 16, 32, lens, Gate::kMild};
+  const std::vector<Row> rows = {
+      {"16/32 4 x 8192", 32, std::vector<int>(4, 8192)},
+      {"16/32 8 x 1024", 32, std::vector<int>(8, 1024)},
+      {"16/64 8 x 4096", 64, std::vector<int>(8, 4096)},
+  };
+  for (const auto& [name, hv, lens] : rows) {
+    Case cs{"timing", DType::kBF16, 16, hv, lens, Gate::kMild};
     cs.timing_only = true;
     Problem pr;
     MakeProblem(cs, pr);
@@ -329,6 +358,9 @@ TEST(FusedChunkTiming, Rows) {
     const float tprep = MedianMs([&] { (void)RunV8(pr, nullptr, true, 1); }, 7);
     const float fused = MedianMs([&] { (void)RunV8(pr, nullptr, true, 2); }, 7);
     const float fused_op = MedianMs([&] { (void)RunV8(pr, nullptr, false, 2); }, 7);
+    CUDA_OK(RunV8(pr, nullptr, true, 3, true, true));
+    const float aux = MedianMs([&] { (void)RunV8(pr, nullptr, true, 3, true, true); }, 7);
+    const float aux_fused = MedianMs([&] { (void)RunV8(pr, nullptr, true, 2, true, true); }, 7);
     CUDA_OK(cudaGetLastError());
     ChunkedPrefill v7;
     const GdnParams params = pr.Params();
@@ -341,9 +373,11 @@ TEST(FusedChunkTiming, Rows) {
         static_cast<double>(pr.C) * cs.Hv / std::min(132.0, static_cast<double>(pr.N) * cs.Hv);
     std::printf("[ timing ] %s bf16 fp32-state: v8 form P %.3f ms (W' hi+lo) / %.3f ms (W' Op) "
                 "= table + TPrep %.3f ms + fused kernel %.3f / %.3f ms (%.2f / %.2f us per "
-                "(chunk, head) step per SM) | v7 %.3f ms\n",
+                "(chunk, head) step per SM) | v8 aux %.3f ms (fused kernel %.3f ms, %.2f us per "
+                "step) | v7 %.3f ms\n",
                 name.c_str(), v8, v8op, tprep, fused, fused_op, fused * 1e3 / steps_per_sm,
-                fused_op * 1e3 / steps_per_sm, t7);
+                fused_op * 1e3 / steps_per_sm, aux, aux_fused, aux_fused * 1e3 / steps_per_sm,
+                t7);
   }
 }
 

@@ -43,40 +43,48 @@ CUresult EncodeTileMap(CUtensorMap* map, CUtensorMapDataType dtype, const uint16
   return EncodeTensorMap2D(map, dtype, base, rows, 64, 128, 64, 64, TmaSwizzle::k128B);
 }
 
-template <typename In, bool kWHiLo, bool kWithO, bool kQuantPages = false>
+template <typename In, bool kWHiLo, bool kWithO, bool kQuantPages = false, bool kAuxPrep = false>
 cudaError_t LaunchFused(const ChunkArgs& args, const TPrepWorkspace& ws, int64_t total_tokens,
                         const void* zero_v, cudaStream_t stream) {
   const CUtensorMapDataType dtype = std::is_same_v<In, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                                                : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   const int64_t tiles = static_cast<int64_t>(args.num_chunks) * args.num_v_heads;
   const int64_t qk_tiles = static_cast<int64_t>(args.num_chunks) * args.num_qk_heads;
-  FusedChunkMaps maps;
-  const CUresult results[10] = {
+  FusedChunkMaps maps{};  // with the aux warpgroup: q, k, v only
+  const CUresult token_maps[3] = {
       EncodeTokenMap(&maps.q, dtype, args.q, 128, args.num_qk_heads, total_tokens),
       EncodeTokenMap(&maps.k, dtype, args.k, 128, args.num_qk_heads, total_tokens),
       zero_v != nullptr ? EncodeTokenMap(&maps.v, dtype, zero_v, 128, args.num_v_heads, kChunk)
                         : EncodeTokenMap(&maps.v, dtype, args.v, 128, args.num_v_heads,
                                          total_tokens),
-      EncodeTileMap(&maps.t_hi, dtype, ws.t_hi, tiles * 64),
-      EncodeTileMap(&maps.t_lo, dtype, ws.t_lo, tiles * 64),
-      EncodeTileMap(&maps.p, dtype, ws.p, tiles * 64),
-      EncodeGateMap(&maps.eg, ws.eg, tiles),
-      EncodeGateMap(&maps.ed, ws.ed, tiles),
-      EncodeGateMap(&maps.rq, ws.rq, qk_tiles),
-      EncodeGateMap(&maps.rk, ws.rk, qk_tiles),
   };
-  for (const CUresult r : results) {
+  for (const CUresult r : token_maps) {
     if (r != CUDA_SUCCESS) return cudaErrorInvalidValue;
   }
-  auto* kernel = &FusedChunkKernel<In, kWHiLo, kWithO, kQuantPages>;
-  constexpr int kBytes = FusedChunkSmem::kBytes;
+  if constexpr (!kAuxPrep) {
+    const CUresult workspace_maps[7] = {
+        EncodeTileMap(&maps.t_hi, dtype, ws.t_hi, tiles * 64),
+        EncodeTileMap(&maps.t_lo, dtype, ws.t_lo, tiles * 64),
+        EncodeTileMap(&maps.p, dtype, ws.p, tiles * 64),
+        EncodeGateMap(&maps.eg, ws.eg, tiles),
+        EncodeGateMap(&maps.ed, ws.ed, tiles),
+        EncodeGateMap(&maps.rq, ws.rq, qk_tiles),
+        EncodeGateMap(&maps.rk, ws.rk, qk_tiles),
+    };
+    for (const CUresult r : workspace_maps) {
+      if (r != CUDA_SUCCESS) return cudaErrorInvalidValue;
+    }
+  }
+  auto* kernel = &FusedChunkKernel<In, kWHiLo, kWithO, kQuantPages, kAuxPrep>;
+  constexpr int kBytes = kAuxPrep ? FusedChunkSmem::kAuxBytes : FusedChunkSmem::kBytes;
+  constexpr int kThreads = kAuxPrep ? kFusedAuxThreads : kFusedThreads;
   if (cudaError_t e =
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
       e != cudaSuccess) {
     return e;
   }
   const int units = args.num_seqs * args.num_v_heads;
-  kernel<<<units, kFusedThreads, kBytes, stream>>>(maps, args, ws.decay, ws.rescaled);
+  kernel<<<units, kThreads, kBytes, stream>>>(maps, args, ws.decay, ws.rescaled);
   return cudaGetLastError();
 }
 
@@ -124,11 +132,24 @@ cudaError_t LaunchFusedChunkPrefill(const ChunkArgs& args, int head_dim_k, int h
     ChunkTableKernel<kTableThreads><<<1, kTableThreads, 0, stream>>>(
         args.cu_seqlens, args.num_seqs, const_cast<int32_t*>(args.chunk_table));
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-    if (cudaError_t e = LaunchTPrep(args, ws, head_dim_k, stream); e != cudaSuccess) return e;
+    if (!options.aux_prep) {
+      if (cudaError_t e = LaunchTPrep(args, ws, head_dim_k, stream); e != cudaSuccess) return e;
+    }
   }
   if (!(options.stages & 2)) return cudaSuccess;
   const bool hi_lo = options.w_hi_lo;
   const void* zv = options.zero_v;
+  if (options.aux_prep) {
+    // Compiled for the default form only: W' hi + lo, o, fp32 / bf16 pages.
+    const bool quant_pages = IsQuantizedState(args.state_dtype) ||
+                             (args.checkpoint_interval > 0 &&
+                              IsQuantizedState(args.checkpoint_dtype));
+    if (!hi_lo || args.o == nullptr || quant_pages) return cudaErrorNotSupported;
+    return args.io_dtype == DType::kF16
+               ? LaunchFused<__half, true, true, false, true>(args, ws, total_tokens, zv, stream)
+               : LaunchFused<__nv_bfloat16, true, true, false, true>(args, ws, total_tokens, zv,
+                                                                      stream);
+  }
   // int8 / fp8 pages (the state's, or the checkpoints'): the default form
   // with the quantized load and stores, whatever o (a null o skips its
   // stores).

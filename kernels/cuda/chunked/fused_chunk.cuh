@@ -50,6 +50,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/chunked/chunk_args.h"
+#include "kernels/cuda/chunked/fused_chunk_aux.cuh"
 #include "kernels/cuda/chunked/fused_chunk_tiles.cuh"
 #include "kernels/cuda/chunked/mma_16bit.cuh"
 #include "kernels/cuda/common/mbarrier.cuh"
@@ -72,8 +73,12 @@ namespace gdn::cuda::chunked {
 // and stores are most of the kernel's code, and inlined into the chunk loop
 // (a checkpoint store) they cost the fp32 / bf16 calls 3-7% (H100,
 // 2026-12-05), so they live in instances of their own.
-template <typename In, bool kWHiLo, bool kWithO, bool kQuantPages>
-__global__ void __launch_bounds__(kFusedThreads, 1)
+// kAuxPrep: a fourth warpgroup (fused_chunk_aux.cuh) forms T'', P and the
+// gate vectors in the stage one chunk ahead of the consumers (no TPrep:
+// `decay` and `rescaled` are not read, the maps other than q, k, v unused);
+// kFusedAuxThreads threads, FusedChunkSmem::kAuxBytes of shared memory.
+template <typename In, bool kWHiLo, bool kWithO, bool kQuantPages, bool kAuxPrep = false>
+__global__ void __launch_bounds__(kAuxPrep ? kFusedAuxThreads : kFusedThreads, 1)
     FusedChunkKernel(const __grid_constant__ FusedChunkMaps maps, const ChunkArgs args,
                      const float* __restrict__ decay, const int32_t* __restrict__ rescaled) {
   using Op = OperandFor<In>;
@@ -84,6 +89,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
   uint8_t* smem = AlignShared<1024>(smem_raw);
   __shared__ uint64_t full[kFusedStages];
   __shared__ uint64_t empty[kFusedStages];
+  __shared__ uint64_t aux_ready[kFusedStages];  // kAuxPrep: the aux's 128 threads arrive
   // Per stage: the tile's `rescaled` flag, written by the producer before its
   // arrive on full[stage] (release), read by consumers after their wait.
   __shared__ int32_t stage_rescaled[kFusedStages];
@@ -100,15 +106,44 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
     for (int s = 0; s < kFusedStages; ++s) {
       MbarrierInit(&full[s], 1);
       MbarrierInit(&empty[s], 256);  // every consumer thread releases
+      MbarrierInit(&aux_ready[s], 128);
     }
     FenceMbarrierInit();
   }
   __syncthreads();
 
+  if (kAuxPrep && wg == 3) {
+    // ---- aux ----------------------------------------------------------------------
+    SetMaxNRegDecrease<kFusedAuxRegs>();
+    AuxPrepLoop<Op, kWithO, Sm::kQk, Sm::kTHi, Sm::kTLo, Sm::kP, Sm::kGates, Sm::kStageBytes,
+                kFusedStages>(args, smem, smem + Sm::kAux, full, aux_ready, h, seq_t0, seq_end,
+                              num_chunks);
+    return;
+  }
   if (wg == 0) {
     // ---- producer ---------------------------------------------------------------
-    SetMaxNRegDecrease<kFusedProducerRegs>();
-    if (threadIdx.x == 0) {
+    SetMaxNRegDecrease<kAuxPrep ? kFusedAuxProducerRegs : kFusedProducerRegs>();
+    if (threadIdx.x == 0 && kAuxPrep) {
+      TmaPrefetchDescriptor(&maps.q);
+      TmaPrefetchDescriptor(&maps.k);
+      TmaPrefetchDescriptor(&maps.v);
+      for (int cc = 0; cc < num_chunks; ++cc) {
+        const int stage = cc % kFusedStages;
+        MbarrierWait(&empty[stage], ((cc / kFusedStages) & 1) ^ 1);  // use 0 passes at once
+        uint8_t* st = smem + stage * Sm::kStageBytes;
+        uint64_t* bar = &full[stage];
+        const int t0 = seq_t0 + cc * kChunk;
+        MbarrierArriveExpectTx(bar, Sm::TxBytes(kWithO, true));
+#pragma unroll
+        for (int b = 0; b < 2; ++b) {
+          TmaLoad3D(st + Sm::kQk + b * 16384, &maps.k, bar, 64 * b, hq, t0);
+          if constexpr (kWithO) {
+            TmaLoad3D(st + Sm::kQk + b * 16384 + 8192, &maps.q, bar, 64 * b, hq, t0);
+          }
+          TmaLoad3D(st + Sm::kV + b * 8192, &maps.v, bar, 64 * b, h, t0);
+        }
+      }
+    } else if (threadIdx.x == 0) {
       TmaPrefetchDescriptor(&maps.q);
       TmaPrefetchDescriptor(&maps.k);
       TmaPrefetchDescriptor(&maps.v);
@@ -155,7 +190,7 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
   }
 
   // ---- consumers ------------------------------------------------------------------
-  SetMaxNRegIncrease<kFusedConsumerRegs>();
+  SetMaxNRegIncrease<kAuxPrep ? kFusedAuxConsumerRegs : kFusedConsumerRegs>();
   const int w = wg - 1;        // V columns 64 w ..
   const int t = threadIdx.x & 127;
   const int warp = t >> 5, lane = t & 31, q4 = lane & 3;
@@ -177,14 +212,17 @@ __global__ void __launch_bounds__(kFusedThreads, 1)
     const int t0 = seq_t0 + cc * kChunk;
     const int L = min(kChunk, seq_end - t0);
     const int64_t ch = static_cast<int64_t>(c_first + cc) * Hv + h;
-    const float chunk_decay = decay[ch];
+    const float chunk_decay_global = kAuxPrep ? 0.f : decay[ch];
     const uint32_t st = base + stage * Sm::kStageBytes;
     const float* gates =
         reinterpret_cast<const float*>(smem + stage * Sm::kStageBytes + Sm::kGates);
     MbarrierWait(&full[stage], use & 1);
-    if (stage_rescaled[stage] != 0 || L < kChunk) {
+    if constexpr (kAuxPrep) {
+      MbarrierWait(&aux_ready[stage], use & 1);  // the aux fixed the rows itself
+    } else if (stage_rescaled[stage] != 0 || L < kChunk) {
       FixTileRows<Op, kWithO>(smem + stage * Sm::kStageBytes, gates, L, w, t);
     }
+    const float chunk_decay = kAuxPrep ? gates[256] : chunk_decay_global;
 
     // 1. X = S^T [K | Q]^T: columns 0-63 X_K, 64-127 X_Q (tokens); X_K
     // alone (B = the k rows of each block) without O.

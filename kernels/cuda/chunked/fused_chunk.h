@@ -51,6 +51,12 @@ struct FusedChunkOptions {
   // chunk reads it, and every later one lies past its end, where TMA fills
   // zeros.
   const void* zero_v = nullptr;
+  // T'', P and the gate vectors formed inside the fused kernel by a fourth
+  // (aux) warpgroup, one chunk ahead of the consumers, instead of by TPrep
+  // through the workspace (fused_chunk_aux.cuh): no TPrep launch and no
+  // per-chunk workspace traffic. Compiled for the default form (W' hi + lo,
+  // o written, fp32 / bf16 pages); anything else is cudaErrorNotSupported.
+  bool aux_prep = false;
 };
 
 // Bytes of the workspace a call with these counts needs (TPrepLayout's total).

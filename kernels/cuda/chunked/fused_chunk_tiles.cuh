@@ -40,6 +40,12 @@ inline constexpr int kFusedThreads = 384;
 inline constexpr int kFusedStages = 2;
 inline constexpr int kFusedProducerRegs = 40;
 inline constexpr int kFusedConsumerRegs = 232;  // 128 x (40 + 2 x 232) <= 64 K
+// With the aux warpgroup (kAuxPrep): a fourth warpgroup, 128 x (24 + 2 x 200
+// + 88) = 64 K registers.
+inline constexpr int kFusedAuxThreads = 512;
+inline constexpr int kFusedAuxProducerRegs = 24;
+inline constexpr int kFusedAuxConsumerRegs = 200;
+inline constexpr int kFusedAuxRegs = 88;
 
 // The tensor maps of one call (host: fused_chunk.cu). Element types: q, k, v,
 // t_hi, t_lo, p the input type; eg, ed, rq, rk fp32.
@@ -53,22 +59,30 @@ struct FusedChunkMaps {
 };
 
 // Byte offsets in the dynamic shared memory (after AlignShared<1024>).
+// Form P (TPrep's workspace) brings every tile of a stage but the decay by
+// TMA; with the aux warpgroup (kAuxPrep) TMA brings q, k, v and the aux
+// writes t_hi, t_lo, p and the gate area (decay included), and its scratch
+// (FusedAuxSmem, fused_chunk_aux.cuh) follows the o staging tiles.
 struct FusedChunkSmem {
   static constexpr uint32_t kQk = 0;
   static constexpr uint32_t kV = 32768;
   static constexpr uint32_t kTHi = 49152;
   static constexpr uint32_t kTLo = 57344;
   static constexpr uint32_t kP = 65536;
-  static constexpr uint32_t kGates = 73728;  // eg +0, ed +256, rq +512, rk +768
-  static constexpr uint32_t kStageBytes = 74752;
-  static constexpr uint32_t kTxBytes = 74752;  // every byte of a stage comes by TMA
-  // Bytes a chunk's loads bring: all of a stage, or without q (2 x 8 KB) and
-  // P (8 KB) for the state-only form (FusedChunkKernel<..., kWithO = false>).
-  static constexpr __host__ __device__ uint32_t TxBytes(bool with_o) {
+  static constexpr uint32_t kGates = 73728;  // eg +0, ed +256, rq +512, rk +768, decay +1024
+  static constexpr uint32_t kStageBytes = 75776;
+  static constexpr uint32_t kTxBytes = 74752;  // form P: all of a stage but the decay
+  // Bytes a chunk's loads bring: form P all of the above, or without q (2 x
+  // 8 KB) and P (8 KB) for the state-only form (FusedChunkKernel<...,
+  // kWithO = false>); with the aux warpgroup q, k, v only (no q without o).
+  static constexpr __host__ __device__ uint32_t TxBytes(bool with_o, bool aux = false) {
+    if (aux) return with_o ? 3 * 16384 : 2 * 16384;
     return with_o ? kTxBytes : kTxBytes - 2 * 8192 - 8192;
   }
   static constexpr uint32_t kOut = kFusedStages * kStageBytes;  // + 8192 w
-  static constexpr uint32_t kBytes = kOut + 2 * 8192 + 1024;     // + alignment slack
+  static constexpr uint32_t kAux = kOut + 2 * 8192;
+  static constexpr uint32_t kBytes = kAux + 1024;  // + alignment slack
+  static constexpr uint32_t kAuxBytes = kAux + 37888 + 1024;  // FusedAuxSmem::kBytes
   static_assert(kStageBytes % 1024 == 0, "stages 1024-aligned");
   static_assert(kTxBytes == 3 * 16384 + 3 * 8192 + 4 * 256, "stage = q, k, v, T'' x 2, P, gates");
 };

@@ -49,6 +49,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/chunked/blocked_inverse.cuh"
 #include "kernels/cuda/chunked/chunk_args.h"
 #include "kernels/cuda/chunked/mma_16bit.cuh"
 #include "kernels/cuda/chunked/split_products.cuh"
@@ -109,46 +110,16 @@ __device__ __forceinline__ void CopyTile64ToGlobal(const T* src, int stride, T* 
   }
 }
 
-// Two fp32 values -> Op hi and lo parts (x ~ hi + lo; bf16: ~2^-17
-// relative, fp16: ~2^-22 relative down to fp16's subnormals, 2^-24).
-template <typename Op>
-__device__ __forceinline__ void SplitOp(float x0, float x1, uint32_t& hi, uint32_t& lo) {
-  hi = Pack2<Op>(x0, x1);
-  const float2 h = Unpack2<Op>(hi);
-  lo = Pack2<Op>(x0 - h.x, x1 - h.y);
-}
-
-// Step 3 for one piece of T'' = T diag(beta), j <= i (fp32), as Op hi + lo:
-// piece p = row i = p / 8, columns j0 = 8 (p % 8) .. + 7, two 16-byte
-// stores into the [64][64] tiles hi_out, lo_out. T fp32 [64][kSF] and beta
-// [64] in shared memory. A piece wholly above the diagonal (j0 > i) is zero:
-// T (whose upper blocks are scratch) and beta are not read for it.
+// Step 3 for one piece of T'' (TPiece, blocked_inverse.cuh) into the
+// contiguous [64][64] tiles hi_out, lo_out: two 16-byte stores.
 template <typename Op, int kSF>
 __device__ __forceinline__ void StoreTPiece(const float* Tf, const float* beta, Op* hi_out,
                                             Op* lo_out, int p) {
   const int i = p >> 3, j0 = (p & 7) * 8;
-  float t[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  float be[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  if (j0 <= i) {
-    const float4 t0v = *reinterpret_cast<const float4*>(Tf + i * kSF + j0);
-    const float4 t1v = *reinterpret_cast<const float4*>(Tf + i * kSF + j0 + 4);
-    const float4 b0v = *reinterpret_cast<const float4*>(beta + j0);
-    const float4 b1v = *reinterpret_cast<const float4*>(beta + j0 + 4);
-    t[0] = t0v.x, t[1] = t0v.y, t[2] = t0v.z, t[3] = t0v.w;
-    t[4] = t1v.x, t[5] = t1v.y, t[6] = t1v.z, t[7] = t1v.w;
-    be[0] = b0v.x, be[1] = b0v.y, be[2] = b0v.z, be[3] = b0v.w;
-    be[4] = b1v.x, be[5] = b1v.y, be[6] = b1v.z, be[7] = b1v.w;
-  }
-  uint32_t hi[4], lo[4];
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const int j = j0 + 2 * e;
-    const float x0 = j <= i ? t[2 * e] * be[2 * e] : 0.f;
-    const float x1 = j + 1 <= i ? t[2 * e + 1] * be[2 * e + 1] : 0.f;
-    SplitOp<Op>(x0, x1, hi[e], lo[e]);
-  }
-  *reinterpret_cast<uint4*>(hi_out + i * 64 + j0) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-  *reinterpret_cast<uint4*>(lo_out + i * 64 + j0) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+  uint4 hi, lo;
+  TPiece<Op, kSF>(Tf, beta, p, hi, lo);
+  *reinterpret_cast<uint4*>(hi_out + i * 64 + j0) = hi;
+  *reinterpret_cast<uint4*>(lo_out + i * 64 + j0) = lo;
 }
 
 // Eight elements of a q / k row as floats (zeros for a padding row).
@@ -377,31 +348,7 @@ __global__ void __launch_bounds__(kTPrepThreads, kTPrepBlocksPerSm)
     // two diagonal blocks, then the scratch block Tf[0:16, 32 + 16 p ..]),
     // and neither warp reads what the other writes: warp barriers inside.
     if (warp < 2) {
-      const int d = tid >> 4, col = tid & 15;
-      const float* a_blk = Af + 16 * d * kSF + 16 * d;
-      float x[16];
-#pragma unroll
-      for (int r = 0; r < 16; ++r) {
-        float s0 = 0.f, s1 = 0.f;
-#pragma unroll
-        for (int j = 0; j < r; ++j) {
-          if (j & 1) {
-            s1 = fmaf(a_blk[r * kSF + j], x[j], s1);
-          } else {
-            s0 = fmaf(a_blk[r * kSF + j], x[j], s0);
-          }
-        }
-        x[r] = (r == col ? 1.f : 0.f) - (s0 + s1);
-      }
-#pragma unroll
-      for (int r = 0; r < 16; ++r) Tf[(16 * d + r) * kSF + 16 * d + col] = x[r];
-      __syncwarp();
-      const int p = warp;
-      SplitMmaBlock<kSF, 1>({Af + (32 * p + 16) * kSF + 32 * p}, {Tf + 32 * p * kSF + 32 * p},
-                            Tf + 32 + 16 * p, 1.f, lane);
-      __syncwarp();
-      SplitMmaBlock<kSF, 1>({Tf + (32 * p + 16) * kSF + 32 * p + 16}, {Tf + 32 + 16 * p},
-                            Tf + (32 * p + 16) * kSF + 32 * p, -1.f, lane);
+      InvertDiagonalPairs<kSF>(Af, Tf, tid);
     } else {
       CopyTile64ToGlobal(stage, kSP, p_global, 64, kTPrepThreads - 64);
     }
@@ -415,28 +362,13 @@ __global__ void __launch_bounds__(kTPrepThreads, kTPrepBlocksPerSm)
     Op* hi_out = reinterpret_cast<Op*>(ws.t_hi) + ch * 64 * 64;
     Op* lo_out = reinterpret_cast<Op*>(ws.t_lo) + ch * 64 * 64;
     if (warp < 4) {
-      const int a = warp >> 1, b = warp & 1;
-      const float* a_row = Af + (32 + 16 * a) * kSF;
-      if (b == 0) {
-        SplitMmaBlock<kSF, 2>({a_row, a_row + 16}, {Tf, Tf + 16 * kSF}, Tf + 16 * a * kSF + 32,
-                              1.f, lane);
-      } else {
-        SplitMmaBlock<kSF, 1>({a_row + 16}, {Tf + 16 * kSF + 16}, Tf + 16 * a * kSF + 48, 1.f,
-                              lane);
-      }
+      MergeHalvesFirst<kSF>(Af, Tf, warp, lane);
     } else {
       StoreTPiece<Op, kSF>(Tf, bh, hi_out, lo_out, tid - 128);
     }
     __syncthreads();
     if (warp < 4) {
-      const int a = warp >> 1, b = warp & 1;
-      const float* y0 = Tf + 32 + 16 * b;  // Y_{0b}; Y_{1b} 16 rows below
-      if (a == 0) {
-        SplitMmaBlock<kSF, 1>({Tf + 32 * kSF + 32}, {y0}, Tf + 32 * kSF + 16 * b, -1.f, lane);
-      } else {
-        SplitMmaBlock<kSF, 2>({Tf + 48 * kSF + 32, Tf + 48 * kSF + 48}, {y0, y0 + 16 * kSF},
-                              Tf + 48 * kSF + 16 * b, -1.f, lane);
-      }
+      MergeHalvesSecond<kSF>(Tf, warp, lane);
     } else {
       StoreTPiece<Op, kSF>(Tf, bh, hi_out, lo_out, tid);
     }
