@@ -106,6 +106,12 @@ class ChunkedPrefill {
   // (chunked::PlanSpans), > 0 forces that many (tests, benchmarks). kAuto
   // always plans.
   void set_v8_spans(int spans) { v8_spans_ = spans; }
+  // v8 calls with o, fp32 / bf16 pages and no span path: T'', P and the
+  // gates formed by the fused kernel's aux warpgroup (chunked::
+  // FusedChunkOptions::aux_prep) instead of TPrep; the workspace then holds
+  // only the chunk table. Off by default until measured (tests and
+  // benchmarks set it).
+  void set_v8_aux_prep(bool on) { v8_aux_prep_ = on; }
   // SM count / 6: 22 on the H200. v8 gives each (sequence, value head) one
   // CTA that walks all its chunks; v7's state pass splits V into 16 / 32 / 64
   // column tiles (up to 8 blocks per unit), so with very few units v7 keeps
@@ -197,6 +203,7 @@ class ChunkedPrefill {
   int last_spans_ = 1;
   int v8_min_units_ = -1;
   int v8_spans_ = 0;
+  bool v8_aux_prep_ = false;
   // The span path's second stream (its M runs beside the N runs) and the
   // events that fork it from and join it to the caller's stream; created on
   // first use.

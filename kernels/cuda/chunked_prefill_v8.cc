@@ -143,8 +143,14 @@ absl::Status ChunkedPrefill::RunV8(const GdnOptions& options, const GdnParams& p
   // [chunk table | TPrep workspace], both 256-byte aligned (cudaMallocAsync
   // gives at least 256; ChunkTableBytes is a multiple of it).
   const size_t table_bytes = chunked::ChunkTableBytes(params.num_seqs, num_chunks);
-  const size_t tprep_bytes = chunked::FusedChunkWorkspaceBytes(
-      num_chunks, options.shape.num_qk_heads, options.shape.num_v_heads);
+  // The aux warpgroup's form takes what it compiles (fused_chunk.h): o,
+  // fp32 / bf16 pages; it needs no TPrep workspace.
+  // (Checkpoints take the state's dtype.)
+  const bool aux = v8_aux_prep_ && params.o != nullptr && !IsQuantizedState(options.state_dtype);
+  const size_t tprep_bytes =
+      aux ? 256
+          : chunked::FusedChunkWorkspaceBytes(num_chunks, options.shape.num_qk_heads,
+                                              options.shape.num_v_heads);
   if (absl::Status s = EnsureWorkspace(table_bytes + tprep_bytes, stages, stream); !s.ok()) {
     return s;
   }
@@ -153,6 +159,7 @@ absl::Status ChunkedPrefill::RunV8(const GdnOptions& options, const GdnParams& p
       options, params, num_chunks, reinterpret_cast<const int32_t*>(ws));
   chunked::FusedChunkOptions fused;
   fused.stages = stages;
+  fused.aux_prep = aux;
   GDN_CUDA_RETURN_IF_ERROR(chunked::LaunchFusedChunkPrefill(
       args, options.shape.head_dim_k, options.shape.head_dim_v, params.total_tokens,
       ws + table_bytes, workspace_bytes_ - table_bytes, stream, fused));

@@ -323,6 +323,38 @@ TEST_F(ChunkedPrefillRouteTest, ForcedV8OnHugeAndTinyQkRows) {
   k_max_.clear();
 }
 
+// The fused kernel's aux warpgroup (set_v8_aux_prep: T'', P and the gates in
+// the kernel, no TPrep) forced through v8 on the cases above that reach it:
+// varlen with GVA groups and fused gating, fp16, no L2 norm, bf16 pages, all
+// tokens equal, huge / tiny q / k rows (the aux rescales and zeroes the rows
+// itself).
+TEST_F(ChunkedPrefillRouteTest, ForcedV8WithTheAuxWarpgroup) {
+  if (!sm90_) GTEST_SKIP() << "v8 runs on compute capability 9.0 only";
+  launcher().set_generation(ChunkedGeneration::kV8);
+  launcher().set_v8_aux_prep(true);
+  GdnOptions grouped = Options(1, 4, 128, 128);
+  grouped.gating = GatingMode::kFused;
+  ExpectPrefillMatches(grouped, {1000, 1, 65}, true);
+  GdnOptions half = Options(2, 4, 128, 128);
+  half.input_dtype = DType::kF16;
+  ExpectPrefillMatches(half, {1, 1000}, false);
+  GdnOptions raw = Options(2, 4, 128, 128);
+  raw.l2_norm_qk = false;
+  raw.state_dtype = StateDType::kBF16;
+  ExpectPrefillMatches(raw, {1, 1000}, true);
+  ExpectPrefillMatches(Options(2, 4, 128, 128), {1000, 130, 64}, true,
+                       testing::GateProfile::kRandom, nullptr, /*equal_tokens=*/true);
+  q_max_ = {0, 1e20f, 3e38f, 1e-30f, 2e19f};
+  k_max_ = {1e30f, 0, 1e-30f, 3e38f, 1e20f};
+  ExpectPrefillMatches(Options(2, 4, 128, 128), {130, 65, 1}, true);
+  ExpectPrefillMatches(grouped, {130, 65, 1}, true);
+  q_max_.clear();
+  k_max_.clear();
+  EXPECT_EQ(launcher().last_generation(), ChunkedGeneration::kV8);
+  launcher().set_v8_aux_prep(false);
+  launcher().set_generation(ChunkedGeneration::kAuto);
+}
+
 // One launcher alternating generations and shapes (the workspace is one
 // grow-only buffer laid out per call): every call still matches.
 TEST_F(ChunkedPrefillRouteTest, AlternatingGenerationsShareTheWorkspace) {

@@ -123,8 +123,9 @@ cudaError_t LaunchFusedChunkPrefill(const ChunkArgs& args, int head_dim_k, int h
       options.layout_chunks > 0 ? options.layout_chunks : args.num_chunks;
   if (layout_chunks < args.num_chunks) return cudaErrorInvalidValue;
   const TPrepLayout layout(layout_chunks, args.num_qk_heads, args.num_v_heads);
-  if (workspace == nullptr || workspace_bytes < layout.total ||
-      reinterpret_cast<uintptr_t>(workspace) % 256 != 0) {
+  // The aux warpgroup's form reads no workspace.
+  if (!options.aux_prep && (workspace == nullptr || workspace_bytes < layout.total ||
+                            reinterpret_cast<uintptr_t>(workspace) % 256 != 0)) {
     return cudaErrorInvalidValue;
   }
   const TPrepWorkspace ws = layout.At(workspace);

@@ -56,6 +56,7 @@ struct FusedChunkOptions {
   // through the workspace (fused_chunk_aux.cuh): no TPrep launch and no
   // per-chunk workspace traffic. Compiled for the default form (W' hi + lo,
   // o written, fp32 / bf16 pages); anything else is cudaErrorNotSupported.
+  // The workspace is not read then (it may be null).
   bool aux_prep = false;
 };
 
