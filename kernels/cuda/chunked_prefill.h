@@ -106,11 +106,11 @@ class ChunkedPrefill {
   // (chunked::PlanSpans), > 0 forces that many (tests, benchmarks). kAuto
   // always plans.
   void set_v8_spans(int spans) { v8_spans_ = spans; }
-  // v8 calls with o, fp32 / bf16 pages and no span path: T'', P and the
-  // gates formed by the fused kernel's aux warpgroup (chunked::
-  // FusedChunkOptions::aux_prep) instead of TPrep; the workspace then holds
-  // only the chunk table. Off by default until measured (tests and
-  // benchmarks set it).
+  // v8 calls (the span path's too): T'', P and the gates formed by the
+  // fused kernel's aux warpgroup (chunked::FusedChunkOptions::aux_prep)
+  // instead of by TPrep; no TPrep launch, and RunV8's workspace holds only
+  // the chunk table. Off by default until measured (tests and benchmarks
+  // set it).
   void set_v8_aux_prep(bool on) { v8_aux_prep_ = on; }
   // SM count / 6: 22 on the H200. v8 gives each (sequence, value head) one
   // CTA that walks all its chunks; v7's state pass splits V into 16 / 32 / 64

@@ -130,14 +130,17 @@ absl::Status ChunkedPrefill::RunV8Spans(const GdnOptions& options, const GdnPara
   fix.last_token = tokens - 1;  // one sequence from token 0
   GDN_CUDA_RETURN_IF_ERROR(chunked::LaunchSpanIdentity(fix, stream));
 
-  // TPrep over the whole sequence (its chunk table too).
+  // TPrep over the whole sequence (its chunk table too), unless the fused
+  // calls form T'' and P in their aux warpgroup (set_v8_aux_prep).
   void* tprep = ws + layout.tprep;
   const chunked::ChunkArgs whole = chunked::MakeChunkArgs(
       options, params, chunks, reinterpret_cast<const int32_t*>(ws + layout.table_whole));
-  chunked::FusedChunkOptions prep;
-  prep.stages = 1;
-  GDN_CUDA_RETURN_IF_ERROR(chunked::LaunchFusedChunkPrefill(
-      whole, 128, 128, tokens, tprep, layout.tprep_bytes, stream, prep));
+  if (!v8_aux_prep_) {
+    chunked::FusedChunkOptions prep;
+    prep.stages = 1;
+    GDN_CUDA_RETURN_IF_ERROR(chunked::LaunchFusedChunkPrefill(
+        whole, 128, 128, tokens, tprep, layout.tprep_bytes, stream, prep));
+  }
 
   // The span calls: the same tensors, other sequences and pages (scratch).
   auto span_args = [&](int num_seqs, int cu, size_t table, int init, int ends) {
@@ -176,6 +179,7 @@ absl::Status ChunkedPrefill::RunV8Spans(const GdnOptions& options, const GdnPara
   chunked::FusedChunkOptions fused;
   fused.stages = 2;
   fused.layout_chunks = chunks;
+  fused.aux_prep = v8_aux_prep_;
   chunked::FusedChunkOptions fused_zero_v = fused;
   fused_zero_v.zero_v = ws + layout.zero_v;
   const int64_t head_tokens = plan.bounds[P - 1];

@@ -143,10 +143,8 @@ absl::Status ChunkedPrefill::RunV8(const GdnOptions& options, const GdnParams& p
   // [chunk table | TPrep workspace], both 256-byte aligned (cudaMallocAsync
   // gives at least 256; ChunkTableBytes is a multiple of it).
   const size_t table_bytes = chunked::ChunkTableBytes(params.num_seqs, num_chunks);
-  // The aux warpgroup's form takes what it compiles (fused_chunk.h): o,
-  // fp32 / bf16 pages; it needs no TPrep workspace.
-  // (Checkpoints take the state's dtype.)
-  const bool aux = v8_aux_prep_ && params.o != nullptr && !IsQuantizedState(options.state_dtype);
+  // The aux warpgroup's form (fused_chunk.h) needs no TPrep workspace.
+  const bool aux = v8_aux_prep_;
   const size_t tprep_bytes =
       aux ? 256
           : chunked::FusedChunkWorkspaceBytes(num_chunks, options.shape.num_qk_heads,

@@ -327,7 +327,7 @@ TEST_F(ChunkedPrefillRouteTest, ForcedV8OnHugeAndTinyQkRows) {
 // the kernel, no TPrep) forced through v8 on the cases above that reach it:
 // varlen with GVA groups and fused gating, fp16, no L2 norm, bf16 pages, all
 // tokens equal, huge / tiny q / k rows (the aux rescales and zeroes the rows
-// itself).
+// itself), int8 / fp8 pages, and a long sequence through the span path.
 TEST_F(ChunkedPrefillRouteTest, ForcedV8WithTheAuxWarpgroup) {
   if (!sm90_) GTEST_SKIP() << "v8 runs on compute capability 9.0 only";
   launcher().set_generation(ChunkedGeneration::kV8);
@@ -351,6 +351,19 @@ TEST_F(ChunkedPrefillRouteTest, ForcedV8WithTheAuxWarpgroup) {
   q_max_.clear();
   k_max_.clear();
   EXPECT_EQ(launcher().last_generation(), ChunkedGeneration::kV8);
+  // int8 / fp8 pages (the quantized instances), then the span path (its
+  // state-only phase 1 and its phase 3 without TPrep), Qwen3-Next's gating.
+  for (StateDType st : {StateDType::kInt8, StateDType::kFP8}) {
+    GdnOptions options = grouped;
+    options.state_dtype = st;
+    ExpectPrefillMatches(options, {1, 65, 333}, true);
+    EXPECT_EQ(launcher().last_generation(), ChunkedGeneration::kV8);
+  }
+  launcher().set_generation(ChunkedGeneration::kAuto);
+  GdnOptions spans = Options(2, 8, 128, 128);
+  spans.gating = GatingMode::kFused;
+  ExpectPrefillMatches(spans, {8192}, true);
+  EXPECT_EQ(launcher().last_generation(), ChunkedGeneration::kV8Spans);
   launcher().set_v8_aux_prep(false);
   launcher().set_generation(ChunkedGeneration::kAuto);
 }

@@ -381,5 +381,50 @@ TEST(FusedChunkTiming, Rows) {
   }
 }
 
+// The routed operator (ChunkedPrefill kAuto: v8, or the span path for one
+// long sequence) with T'' and P from TPrep or from the aux warpgroup
+// (set_v8_aux_prep), and v7, on the five rows of FlashQLA's H200 table
+// (HOPPER_DESIGN.md): bf16, fp32 pages, mild gates, L2 norm on.
+TEST(FusedChunkTiming, RoutedRows) {
+  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+  struct Row {
+    std::string name;
+    int hqk, hv;
+    std::vector<int> lens;
+  };
+  const std::vector<Row> rows = {
+      {"16/32 1 x 32768", 16, 32, {32768}},
+      {"16/32 4 x 8192", 16, 32, std::vector<int>(4, 8192)},
+      {"16/32 8 x 1024", 16, 32, std::vector<int>(8, 1024)},
+      {"16/64 8 x 4096", 16, 64, std::vector<int>(8, 4096)},
+      {"2/8 1 x 32768", 2, 8, {32768}},
+  };
+  for (const auto& [name, hqk, hv, lens] : rows) {
+    Case cs{"timing", DType::kBF16, hqk, hv, lens, Gate::kMild};
+    cs.timing_only = true;
+    Problem pr;
+    MakeProblem(cs, pr);
+    const GdnParams params = pr.Params();
+    ChunkedPrefill routed;
+    float ms[2] = {0.f, 0.f};
+    const char* route = "";
+    for (const bool aux : {false, true}) {
+      routed.set_v8_aux_prep(aux);
+      ASSERT_TRUE(routed.Run(pr.options, params, nullptr).ok());
+      ms[aux ? 1 : 0] = MedianMs([&] { (void)routed.Run(pr.options, params, nullptr); }, 7);
+      route = routed.last_generation() == ChunkedGeneration::kV8Spans ? "spans"
+              : routed.last_generation() == ChunkedGeneration::kV8    ? "v8"
+                                                                      : "v7";
+    }
+    ChunkedPrefill v7;
+    v7.set_generation(ChunkedGeneration::kV7);
+    ASSERT_TRUE(v7.Run(pr.options, params, nullptr).ok());
+    const float t7 = MedianMs([&] { (void)v7.Run(pr.options, params, nullptr); }, 7);
+    CUDA_OK(cudaDeviceSynchronize());
+    std::printf("[ routed ] %s (%s): TPrep %.3f ms | aux %.3f ms (%.2fx) | v7 %.3f ms\n",
+                name.c_str(), route, ms[0], ms[1], ms[0] / ms[1], t7);
+  }
+}
+
 }  // namespace
 }  // namespace gdn::cuda::chunked

@@ -15,9 +15,9 @@ W=/tmp/aux; rm -rf "$W"; mkdir -p "$W"
 A=$BUNDLE/aux
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$W/gpu.txt"
 pack() { tar -C "$W" -czf "$RESULTS/aux.tgz" .; }
-timeout 240 "$A/fused_chunk_test" > "$W/fused_chunk_test.txt" 2>&1
+timeout 300 "$A/fused_chunk_test" > "$W/fused_chunk_test.txt" 2>&1
 echo "fused_chunk_test rc=$?" | tee -a "$W/gpu.txt"
-grep -E "^\[ (timing|len|varlen|allequal|strong|qwen|l2off|bf16state)" "$W/fused_chunk_test.txt" | cut -c1-400
+grep -E "^\[ (timing|routed|len|varlen|allequal|strong|qwen|l2off|bf16state)" "$W/fused_chunk_test.txt" | cut -c1-400
 grep -E "FAILED|PASSED" "$W/fused_chunk_test.txt" | head -20
 pack
 for t in tprep_test chunked_prefill_route_test; do

@@ -1,8 +1,6 @@
 // LaunchFusedChunkPrefill (fused_chunk.h): checks, the tensor maps of
 // FusedChunkKernel (fused_chunk.cuh) over the call's tensors and the TPrep
 // workspace, and the three launches (chunk table, TPrep, the fused kernel).
-#include "kernels/cuda/chunked/fused_chunk.h"
-
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -12,6 +10,7 @@
 
 #include "kernels/cuda/chunked/chunk_table.cuh"
 #include "kernels/cuda/chunked/fused_chunk.cuh"
+#include "kernels/cuda/chunked/fused_chunk.h"
 #include "kernels/cuda/chunked/tprep.h"
 #include "kernels/cuda/chunked/tprep_args.h"
 #include "kernels/cuda/common/tma.cuh"
@@ -54,9 +53,9 @@ cudaError_t LaunchFused(const ChunkArgs& args, const TPrepWorkspace& ws, int64_t
   const CUresult token_maps[3] = {
       EncodeTokenMap(&maps.q, dtype, args.q, 128, args.num_qk_heads, total_tokens),
       EncodeTokenMap(&maps.k, dtype, args.k, 128, args.num_qk_heads, total_tokens),
-      zero_v != nullptr ? EncodeTokenMap(&maps.v, dtype, zero_v, 128, args.num_v_heads, kChunk)
-                        : EncodeTokenMap(&maps.v, dtype, args.v, 128, args.num_v_heads,
-                                         total_tokens),
+      zero_v != nullptr
+          ? EncodeTokenMap(&maps.v, dtype, zero_v, 128, args.num_v_heads, kChunk)
+          : EncodeTokenMap(&maps.v, dtype, args.v, 128, args.num_v_heads, total_tokens),
   };
   for (const CUresult r : token_maps) {
     if (r != CUDA_SUCCESS) return cudaErrorInvalidValue;
@@ -88,6 +87,47 @@ cudaError_t LaunchFused(const ChunkArgs& args, const TPrepWorkspace& ws, int64_t
   return cudaGetLastError();
 }
 
+// The instance for the call's form. int8 / fp8 pages (the state's, or the
+// checkpoints'): the default form with the quantized load and stores,
+// whatever o (a null o skips its stores). No o (the span path's phase 1):
+// the state-only form. Both compiled for the default W' hi + lo only (with
+// W' in one Op part and no o the full form runs and skips its o stores);
+// the aux warpgroup's forms (kAuxPrep) for W' hi + lo only.
+template <bool kAuxPrep>
+cudaError_t LaunchForm(const ChunkArgs& args, const TPrepWorkspace& ws, int64_t total_tokens,
+                       const FusedChunkOptions& options, cudaStream_t stream) {
+  const bool hi_lo = options.w_hi_lo;
+  const void* zv = options.zero_v;
+  const bool quant = IsQuantizedState(args.state_dtype) ||
+                     (args.checkpoint_interval > 0 && IsQuantizedState(args.checkpoint_dtype));
+  const bool state_only = args.o == nullptr && hi_lo;
+  if ((quant || kAuxPrep) && !hi_lo) return cudaErrorNotSupported;  // not compiled
+  auto launch = [&](auto in) {
+    using In = decltype(in);
+    if (quant) {
+      return LaunchFused<In, true, true, true, kAuxPrep>(args, ws, total_tokens, zv, stream);
+    }
+    if (state_only) {
+      return LaunchFused<In, true, false, false, kAuxPrep>(args, ws, total_tokens, zv, stream);
+    }
+    if (hi_lo) {
+      return LaunchFused<In, true, true, false, kAuxPrep>(args, ws, total_tokens, zv, stream);
+    }
+    if constexpr (!kAuxPrep) {
+      return LaunchFused<In, false, true>(args, ws, total_tokens, zv, stream);
+    }
+    return cudaErrorNotSupported;
+  };
+  switch (args.io_dtype) {
+    case DType::kBF16:
+      return launch(__nv_bfloat16{});
+    case DType::kF16:
+      return launch(__half{});
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
 }  // namespace
 
 size_t FusedChunkWorkspaceBytes(int64_t num_chunks, int num_qk_heads, int num_v_heads) {
@@ -112,15 +152,13 @@ cudaError_t FusedChunkSupports(const ChunkArgs& args, int head_dim_k, int head_d
 }
 
 cudaError_t LaunchFusedChunkPrefill(const ChunkArgs& args, int head_dim_k, int head_dim_v,
-                                    int64_t total_tokens, void* workspace,
-                                    size_t workspace_bytes, cudaStream_t stream,
-                                    FusedChunkOptions options) {
+                                    int64_t total_tokens, void* workspace, size_t workspace_bytes,
+                                    cudaStream_t stream, FusedChunkOptions options) {
   if (cudaError_t e = FusedChunkSupports(args, head_dim_k, head_dim_v); e != cudaSuccess) {
     return e;
   }
   if (args.num_seqs == 0 || args.num_chunks == 0 || total_tokens == 0) return cudaSuccess;
-  const int64_t layout_chunks =
-      options.layout_chunks > 0 ? options.layout_chunks : args.num_chunks;
+  const int64_t layout_chunks = options.layout_chunks > 0 ? options.layout_chunks : args.num_chunks;
   if (layout_chunks < args.num_chunks) return cudaErrorInvalidValue;
   const TPrepLayout layout(layout_chunks, args.num_qk_heads, args.num_v_heads);
   // The aux warpgroup's form reads no workspace.
@@ -138,47 +176,8 @@ cudaError_t LaunchFusedChunkPrefill(const ChunkArgs& args, int head_dim_k, int h
     }
   }
   if (!(options.stages & 2)) return cudaSuccess;
-  const bool hi_lo = options.w_hi_lo;
-  const void* zv = options.zero_v;
-  if (options.aux_prep) {
-    // Compiled for the default form only: W' hi + lo, o, fp32 / bf16 pages.
-    const bool quant_pages = IsQuantizedState(args.state_dtype) ||
-                             (args.checkpoint_interval > 0 &&
-                              IsQuantizedState(args.checkpoint_dtype));
-    if (!hi_lo || args.o == nullptr || quant_pages) return cudaErrorNotSupported;
-    return args.io_dtype == DType::kF16
-               ? LaunchFused<__half, true, true, false, true>(args, ws, total_tokens, zv, stream)
-               : LaunchFused<__nv_bfloat16, true, true, false, true>(args, ws, total_tokens, zv,
-                                                                      stream);
-  }
-  // int8 / fp8 pages (the state's, or the checkpoints'): the default form
-  // with the quantized load and stores, whatever o (a null o skips its
-  // stores).
-  const bool quant = IsQuantizedState(args.state_dtype) ||
-                     (args.checkpoint_interval > 0 && IsQuantizedState(args.checkpoint_dtype));
-  if (quant) {
-    if (!hi_lo) return cudaErrorNotSupported;  // not compiled (benchmarks' knob)
-    return args.io_dtype == DType::kF16
-               ? LaunchFused<__half, true, true, true>(args, ws, total_tokens, zv, stream)
-               : LaunchFused<__nv_bfloat16, true, true, true>(args, ws, total_tokens, zv, stream);
-  }
-  // No o (the span path's phase 1): the state-only form, compiled for the
-  // default W' hi + lo only (with W' in one Op part the full form runs and
-  // skips its o stores).
-  const bool state_only = args.o == nullptr && hi_lo;
-  switch (args.io_dtype) {
-    case DType::kBF16:
-      if (state_only) {
-        return LaunchFused<__nv_bfloat16, true, false>(args, ws, total_tokens, zv, stream);
-      }
-      return hi_lo ? LaunchFused<__nv_bfloat16, true, true>(args, ws, total_tokens, zv, stream)
-                   : LaunchFused<__nv_bfloat16, false, true>(args, ws, total_tokens, zv, stream);
-    case DType::kF16:
-      if (state_only) return LaunchFused<__half, true, false>(args, ws, total_tokens, zv, stream);
-      return hi_lo ? LaunchFused<__half, true, true>(args, ws, total_tokens, zv, stream)
-                   : LaunchFused<__half, false, true>(args, ws, total_tokens, zv, stream);
-    default: return cudaErrorInvalidValue;
-  }
+  return options.aux_prep ? LaunchForm<true>(args, ws, total_tokens, options, stream)
+                          : LaunchForm<false>(args, ws, total_tokens, options, stream);
 }
 
 }  // namespace gdn::cuda::chunked

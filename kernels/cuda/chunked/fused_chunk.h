@@ -55,7 +55,7 @@ struct FusedChunkOptions {
   // (aux) warpgroup, one chunk ahead of the consumers, instead of by TPrep
   // through the workspace (fused_chunk_aux.cuh): no TPrep launch and no
   // per-chunk workspace traffic. Compiled for the default form (W' hi + lo,
-  // o written, fp32 / bf16 pages); anything else is cudaErrorNotSupported.
+  // every page dtype, o or not); with W' in one Op part cudaErrorNotSupported.
   // The workspace is not read then (it may be null).
   bool aux_prep = false;
 };
