@@ -363,6 +363,7 @@ TEST(FusedChunkTiming, Rows) {
     const float aux_fused = MedianMs([&] { (void)RunV8(pr, nullptr, true, 2, true, true); }, 7);
     CUDA_OK(cudaGetLastError());
     ChunkedPrefill v7;
+    v7.set_generation(ChunkedGeneration::kV7);  // kAuto would route these rows to v8
     const GdnParams params = pr.Params();
     ASSERT_TRUE(v7.Run(pr.options, params, nullptr).ok());
     const float t7 = MedianMs([&] { (void)v7.Run(pr.options, params, nullptr); }, 7);
