@@ -1,14 +1,14 @@
 // T = (I + A)^-1 of a chunk's strictly lower 64 x 64 matrix A, by 16 x 16
 // blocks (v7's method, chunk_prep_blocked.cuh), in three parts that callers
-// place between their own barriers: TPrep (tprep.cuh, 8 warps) and the fused
-// kernel's aux warpgroup (fused_chunk_aux.cuh, 4 warps) both run them.
+// place between their own barriers: v7's prep (chunk_prep_blocked.cuh), TPrep
+// (tprep.cuh, 8 warps) and the fused kernel's aux warpgroup
+// (fused_chunk_aux.cuh, 4 warps) run them.
 // A (Af) and T (Tf) are fp32 [64][kSF] in shared memory; T's strictly upper
 // blocks are scratch (readers use j <= i only).
-//   InvertDiagonalPairs  threads 0..63 (warps 0, 1): T_dd = (I + A_dd)^-1 for
-//                        the four diagonal blocks by forward substitution,
-//                        then warp p merges blocks 2p, 2p + 1 (16 -> 32).
-//                        Warp p reads only Af and what it wrote itself: warp
-//                        barriers inside, none between the two warps.
+//   InvertDiagonalBlocks threads 0..63: T_dd = (I + A_dd)^-1 for the four
+//                        diagonal blocks by forward substitution;
+//   MergePairFirst / Second  warp p merges blocks 2p, 2p + 1 (16 -> 32);
+//   InvertDiagonalPairs  both in warps 0, 1 with warp barriers only.
 //   MergeHalvesFirst     warps 0..3 (warp4 = 0..3), after a barrier over the
 //   MergeHalvesSecond    two above: the merge 32 -> 64 in two products, a
 //                        barrier between them.
@@ -24,12 +24,12 @@
 
 namespace gdn::cuda::chunked {
 
-// t64: the thread's index among the 64 threads of warps 0, 1 (lane = t64 %
-// 32 is its lane, warp t64 / 32 its pair of blocks).
+// Forward substitution, T_dd = (I + A_dd)^-1 for the four 16 x 16 diagonal
+// blocks: t64 in 0..63 is column t64 % 16 of block t64 / 16 (x_r = 0 above
+// the diagonal falls out).
 template <int kSF>
-__device__ __forceinline__ void InvertDiagonalPairs(const float* Af, float* Tf, int t64) {
+__device__ __forceinline__ void InvertDiagonalBlocks(const float* Af, float* Tf, int t64) {
   const int d = t64 >> 4, col = t64 & 15;
-  const int lane = t64 & 31;
   const float* a_blk = Af + 16 * d * kSF + 16 * d;
   float x[16];
 #pragma unroll
@@ -47,13 +47,33 @@ __device__ __forceinline__ void InvertDiagonalPairs(const float* Af, float* Tf, 
   }
 #pragma unroll
   for (int r = 0; r < 16; ++r) Tf[(16 * d + r) * kSF + 16 * d + col] = x[r];
-  __syncwarp();
-  const int p = t64 >> 5;
+}
+
+// The merge 16 -> 32 of the block pair (2 p, 2 p + 1), one warp: first Y_p =
+// A_{2p+1,2p} T_{2p,2p} into the scratch block (0, 2 + p) of Tf, then
+// (after a barrier over what the first wrote) T_{2p+1,2p} = -T_{2p+1,2p+1} Y_p.
+template <int kSF>
+__device__ __forceinline__ void MergePairFirst(const float* Af, float* Tf, int p, int lane) {
   SplitMmaBlock<kSF, 1>({Af + (32 * p + 16) * kSF + 32 * p}, {Tf + 32 * p * kSF + 32 * p},
                         Tf + 32 + 16 * p, 1.f, lane);
-  __syncwarp();
+}
+template <int kSF>
+__device__ __forceinline__ void MergePairSecond(float* Tf, int p, int lane) {
   SplitMmaBlock<kSF, 1>({Tf + (32 * p + 16) * kSF + 32 * p + 16}, {Tf + 32 + 16 * p},
                         Tf + (32 * p + 16) * kSF + 32 * p, -1.f, lane);
+}
+
+// Both of the above in warps 0, 1 (t64 = thread index 0..63): warp p
+// inverts blocks 2 p, 2 p + 1 and merges them; it reads only Af and what it
+// wrote itself, so warp barriers suffice.
+template <int kSF>
+__device__ __forceinline__ void InvertDiagonalPairs(const float* Af, float* Tf, int t64) {
+  InvertDiagonalBlocks<kSF>(Af, Tf, t64);
+  __syncwarp();
+  const int p = t64 >> 5, lane = t64 & 31;
+  MergePairFirst<kSF>(Af, Tf, p, lane);
+  __syncwarp();
+  MergePairSecond<kSF>(Tf, p, lane);
 }
 
 // Tf[0:16, 16:32] and Tf[32:48, 48:64] are never written, Tf[0:32, 32:64] is

@@ -48,6 +48,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cuda/chunked/blocked_inverse.cuh"
 #include "kernels/cuda/chunked/chunk_args.h"
 #include "kernels/cuda/chunked/gate_prefix.cuh"
 #include "kernels/cuda/chunked/mma_16bit.cuh"
@@ -336,24 +337,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
     // c of block d, forward substitution, x_r = 0 above the diagonal falls
     // out) beside qg and kdt (warps 2-7).
     if (warp < 2) {
-      const int d = tid >> 4, col = tid & 15;
-      const float* a_blk = Af + 16 * d * kSF + 16 * d;
-      float x[16];
-#pragma unroll
-      for (int r = 0; r < 16; ++r) {
-        float s0 = 0.f, s1 = 0.f;
-#pragma unroll
-        for (int j = 0; j < r; ++j) {
-          if (j & 1) {
-            s1 = fmaf(a_blk[r * kSF + j], x[j], s1);
-          } else {
-            s0 = fmaf(a_blk[r * kSF + j], x[j], s0);
-          }
-        }
-        x[r] = (r == col ? 1.f : 0.f) - (s0 + s1);
-      }
-#pragma unroll
-      for (int r = 0; r < 16; ++r) Tf[(16 * d + r) * kSF + 16 * d + col] = x[r];
+      InvertDiagonalBlocks<kSF>(Af, Tf, tid);
     } else {
       const int t = tid - 64;
       constexpr int kOtherThreads = kPrepThreads - 64;
@@ -405,40 +389,13 @@ __global__ void __launch_bounds__(kPrepThreads, 2)
     // 32 + 16 b; T[0:16, 16:32] is zero and skipped), then T[32:64, 0:32] =
     // -T[32:64, 32:64] Y (T[32:48, 48:64] is zero and skipped).
     // One warp per output block.
-    if (warp < 2) {
-      const int p = warp;
-      SplitMmaBlock<kSF, 1>({Af + (32 * p + 16) * kSF + 32 * p}, {Tf + 32 * p * kSF + 32 * p},
-                            Tf + 32 + 16 * p, 1.f, lane);
-    }
+    if (warp < 2) MergePairFirst<kSF>(Af, Tf, warp, lane);
     __syncthreads();
-    if (warp < 2) {
-      const int p = warp;
-      SplitMmaBlock<kSF, 1>({Tf + (32 * p + 16) * kSF + 32 * p + 16}, {Tf + 32 + 16 * p},
-                            Tf + (32 * p + 16) * kSF + 32 * p, -1.f, lane);
-    }
+    if (warp < 2) MergePairSecond<kSF>(Tf, warp, lane);
     __syncthreads();
-    if (warp < 4) {
-      const int a = warp >> 1, b = warp & 1;
-      const float* a_row = Af + (32 + 16 * a) * kSF;
-      if (b == 0) {
-        SplitMmaBlock<kSF, 2>({a_row, a_row + 16}, {Tf, Tf + 16 * kSF}, Tf + 16 * a * kSF + 32,
-                              1.f, lane);
-      } else {
-        SplitMmaBlock<kSF, 1>({a_row + 16}, {Tf + 16 * kSF + 16}, Tf + 16 * a * kSF + 48, 1.f,
-                              lane);
-      }
-    }
+    if (warp < 4) MergeHalvesFirst<kSF>(Af, Tf, warp, lane);
     __syncthreads();
-    if (warp < 4) {
-      const int a = warp >> 1, b = warp & 1;
-      const float* y0 = Tf + 32 + 16 * b;  // Y_{0b}; Y_{1b} 16 rows below
-      if (a == 0) {
-        SplitMmaBlock<kSF, 1>({Tf + 32 * kSF + 32}, {y0}, Tf + 32 * kSF + 16 * b, -1.f, lane);
-      } else {
-        SplitMmaBlock<kSF, 2>({Tf + 48 * kSF + 32, Tf + 48 * kSF + 48}, {y0, y0 + 16 * kSF},
-                              Tf + 48 * kSF + 16 * b, -1.f, lane);
-      }
-    }
+    if (warp < 4) MergeHalvesSecond<kSF>(Tf, warp, lane);
     __syncthreads();
 
     CopyAsyncWaitAll();
