@@ -146,7 +146,7 @@ absl::Status ChunkedPrefill::RunV8(const GdnOptions& options, const GdnParams& p
   // The aux warpgroup's form (fused_chunk.h) needs no TPrep workspace.
   const bool aux = v8_aux_prep_;
   const size_t tprep_bytes =
-      aux ? 256
+      aux ? 0
           : chunked::FusedChunkWorkspaceBytes(num_chunks, options.shape.num_qk_heads,
                                               options.shape.num_v_heads);
   if (absl::Status s = EnsureWorkspace(table_bytes + tprep_bytes, stages, stream); !s.ok()) {

@@ -1,6 +1,9 @@
 // LaunchFusedChunkPrefill (fused_chunk.h): checks, the tensor maps of
 // FusedChunkKernel (fused_chunk.cuh) over the call's tensors and the TPrep
-// workspace, and the three launches (chunk table, TPrep, the fused kernel).
+// workspace, and the three launches (chunk table, TPrep, the fused kernel;
+// no TPrep with the aux warpgroup).
+#include "kernels/cuda/chunked/fused_chunk.h"
+
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -10,7 +13,6 @@
 
 #include "kernels/cuda/chunked/chunk_table.cuh"
 #include "kernels/cuda/chunked/fused_chunk.cuh"
-#include "kernels/cuda/chunked/fused_chunk.h"
 #include "kernels/cuda/chunked/tprep.h"
 #include "kernels/cuda/chunked/tprep_args.h"
 #include "kernels/cuda/common/tma.cuh"
