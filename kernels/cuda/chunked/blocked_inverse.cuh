@@ -26,9 +26,12 @@ namespace gdn::cuda::chunked {
 
 // Forward substitution, T_dd = (I + A_dd)^-1 for the four 16 x 16 diagonal
 // blocks: t64 in 0..63 is column t64 % 16 of block t64 / 16 (x_r = 0 above
-// the diagonal falls out).
+// the diagonal falls out). A's rows are read four floats at a time (kSF a
+// multiple of 4: 16-byte aligned rows); the sums are the same as element
+// by element (even j into s0, odd into s1).
 template <int kSF>
 __device__ __forceinline__ void InvertDiagonalBlocks(const float* Af, float* Tf, int t64) {
+  static_assert(kSF % 4 == 0, "16-byte aligned rows");
   const int d = t64 >> 4, col = t64 & 15;
   const float* a_blk = Af + 16 * d * kSF + 16 * d;
   float x[16];
@@ -36,11 +39,18 @@ __device__ __forceinline__ void InvertDiagonalBlocks(const float* Af, float* Tf,
   for (int r = 0; r < 16; ++r) {
     float s0 = 0.f, s1 = 0.f;
 #pragma unroll
-    for (int j = 0; j < r; ++j) {
-      if (j & 1) {
-        s1 = fmaf(a_blk[r * kSF + j], x[j], s1);
-      } else {
-        s0 = fmaf(a_blk[r * kSF + j], x[j], s0);
+    for (int j4 = 0; j4 < r; j4 += 4) {
+      const float4 a4 = *reinterpret_cast<const float4*>(a_blk + r * kSF + j4);
+      const float a[4] = {a4.x, a4.y, a4.z, a4.w};
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int j = j4 + u;
+        if (j >= r) break;
+        if (j & 1) {
+          s1 = fmaf(a[u], x[j], s1);
+        } else {
+          s0 = fmaf(a[u], x[j], s0);
+        }
       }
     }
     x[r] = (r == col ? 1.f : 0.f) - (s0 + s1);

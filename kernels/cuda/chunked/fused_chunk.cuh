@@ -73,10 +73,12 @@ namespace gdn::cuda::chunked {
 // and stores are most of the kernel's code, and inlined into the chunk loop
 // (a checkpoint store) they cost the fp32 / bf16 calls 3-7% (H100,
 // 2026-12-05), so they live in instances of their own.
-// kAuxPrep: a fourth warpgroup (fused_chunk_aux.cuh) forms T'', P and the
-// gate vectors in the stage one chunk ahead of the consumers (no TPrep:
-// `decay` and `rescaled` are not read, the maps other than q, k, v unused);
-// kFusedAuxThreads threads, FusedChunkSmem::kAuxBytes of shared memory.
+// kAuxPrep: a fourth warpgroup (fused_chunk_aux.cuh) forms T'' and P in the
+// stage one chunk ahead of the consumers, from the gates, fixed rows and
+// norms that producer warps 1-3 put there (fused_chunk_aux_inputs.cuh; no
+// TPrep: `decay` and `rescaled` are not read, the maps other than q, k, v
+// unused); kFusedAuxThreads threads, FusedChunkSmem::kAuxBytes of shared
+// memory.
 template <typename In, bool kWHiLo, bool kWithO, bool kQuantPages, bool kAuxPrep = false>
 __global__ void __launch_bounds__(kAuxPrep ? kFusedAuxThreads : kFusedThreads, 1)
     FusedChunkKernel(const __grid_constant__ FusedChunkMaps maps, const ChunkArgs args,
@@ -90,6 +92,8 @@ __global__ void __launch_bounds__(kAuxPrep ? kFusedAuxThreads : kFusedThreads, 1
   __shared__ uint64_t full[kFusedStages];
   __shared__ uint64_t empty[kFusedStages];
   __shared__ uint64_t aux_ready[kFusedStages];  // kAuxPrep: the aux's 128 threads arrive
+  // kAuxPrep: the producer's gate and row warps arrive (fused_chunk_aux_inputs.cuh).
+  __shared__ uint64_t inputs_ready[kFusedStages];
   // Per stage: the tile's `rescaled` flag, written by the producer before its
   // arrive on full[stage] (release), read by consumers after their wait.
   __shared__ int32_t stage_rescaled[kFusedStages];
@@ -107,6 +111,7 @@ __global__ void __launch_bounds__(kAuxPrep ? kFusedAuxThreads : kFusedThreads, 1
       MbarrierInit(&full[s], 1);
       MbarrierInit(&empty[s], 256);  // every consumer thread releases
       MbarrierInit(&aux_ready[s], 128);
+      MbarrierInit(&inputs_ready[s], kAuxInputArrivals);
     }
     FenceMbarrierInit();
   }
@@ -116,13 +121,25 @@ __global__ void __launch_bounds__(kAuxPrep ? kFusedAuxThreads : kFusedThreads, 1
     // ---- aux ----------------------------------------------------------------------
     SetMaxNRegDecrease<kFusedAuxRegs>();
     AuxPrepLoop<Op, kWithO, Sm::kQk, Sm::kTHi, Sm::kTLo, Sm::kP, Sm::kGates, Sm::kStageBytes,
-                kFusedStages>(args, smem, smem + Sm::kAux, full, aux_ready, h, seq_t0, seq_end,
+                kFusedStages>(args, smem, smem + Sm::kAux, full, inputs_ready, aux_ready,
                               num_chunks);
     return;
   }
   if (wg == 0) {
     // ---- producer ---------------------------------------------------------------
     SetMaxNRegDecrease<kAuxPrep ? kFusedAuxProducerRegs : kFusedProducerRegs>();
+    if constexpr (kAuxPrep) {
+      if (threadIdx.x >= 32 && threadIdx.x < 64) {
+        AuxGateLoop(args, smem, Sm::kGates, Sm::kStageBytes, kFusedStages, empty, inputs_ready, h,
+                    seq_t0, seq_end, num_chunks);
+        return;
+      }
+      if (threadIdx.x >= 64) {
+        AuxRowLoop<Op, kWithO>(args, smem, Sm::kQk, Sm::kGates, Sm::kStageBytes, kFusedStages,
+                               full, inputs_ready, seq_t0, seq_end, num_chunks);
+        return;
+      }
+    }
     if (threadIdx.x == 0) {
       // With the aux warpgroup: q, k, v only (the aux forms the rest).
       TmaPrefetchDescriptor(&maps.q);

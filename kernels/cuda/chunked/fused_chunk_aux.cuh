@@ -1,41 +1,36 @@
 // The aux warpgroup of FusedChunkKernel (fused_chunk.cuh, kAuxPrep; v8
 // chunked prefill, bench/prefill/HOPPER_DESIGN.md §4.3 and §5 step 3): what
 // TPrep (tprep.cuh) writes to the workspace, formed in shared memory one
-// chunk ahead of the consumers instead: T'' = T diag(beta) in Op hi + lo, P,
-// and the gate vectors, into the ring stage that the producer's TMA filled
-// with the chunk's raw q, k, v. Nothing per chunk goes through global
+// chunk ahead of the consumers instead: T'' = T diag(beta) in Op hi + lo and
+// P, into the ring stage that the producer's TMA filled with the chunk's raw
+// q, k, v, and whose gates, fixed rows and row norms three producer warps
+// formed (fused_chunk_aux_inputs.cuh). Nothing per chunk goes through global
 // memory, and there is no TPrep launch.
 //
-// Per chunk (128 threads; a = thread - 384, warp aw = a / 32; stage s):
-//   0. (warp 0) the raw gates of this value head, loaded one chunk ahead
-//      into registers: g, beta (or fused a, b: Qwen3-Next's gating), the
-//      prefix sum G (WarpChunkPrefix, v7's order), and eg = e^G,
-//      ed = e^{G_last - G}, decay = e^{G_last} into the stage's gate area;
-//      G and beta into aux scratch (by chunk parity).
-//   1. wait full[s]; thread a takes row a % 64 of k (a < 64) or q: its
-//      inverse L2 norm into the gate area, the row zeroed when it is
-//      padding (j >= L: the next sequence's tokens, or TMA's zero fill), and
-//      rescaled in place by kL2NormRescale when its fp32 sum of squares
-//      overflows (its norm then that of the rescaled row, as TPrep does).
-//      So the consumers read fixed tiles (no FixTileRows) and positive norms.
-//   2. kk = K K^T (SS wgmma m64n64k16 x 8 over the k tile, A = B = k) ->
-//      A = strictly_lower(beta_i Gamma_ij rk_i rk_j kk_ij) (fp32, Af).
-//   3. qk = Q K^T issued (SS wgmma, A = q, B = k), and under it warps 0, 1
-//      invert A's diagonal blocks and merge them to 32 x 32
-//      (InvertDiagonalPairs); then P = scale Gamma_ij rq_i rk_j qk_ij,
-//      j <= i, into the stage's P tile (SW128, the TMA image TPrep's tile
-//      had).
-//   4. the merge 32 -> 64 (MergeHalvesFirst / Second), T'' pieces (TPiece)
-//      into the stage's t_hi, t_lo tiles (SW128), a proxy fence (the
-//      consumers' wgmma read them through the async proxy), and every aux
-//      thread arrives on aux_ready[s].
-// The arithmetic is TPrep's (same formulas and roundings), except the kk /
-// qk products (wgmma instead of mma.sync: another summation order) and the
-// norms' sum order.
-// Barriers: named barrier 4 over the aux warpgroup, four per chunk. The aux
-// reuses Af / Tf for the next chunk only after its barrier after step 1,
-// which every aux thread reaches after its own step 4.
-// The state-only form (kWithO false: no q loaded) skips q's norms, qk and P.
+// Per chunk (128 threads; a = thread - 384, warp aw = a / 32 owns rows
+// 16 aw .. 16 aw + 15 of every m64 product; stage s):
+//   1. wait full[s] and inputs_ready[s]; kk = K K^T (SS wgmma m64n64 x 8).
+//   2. A = strictly_lower(beta_i Gamma_ij rk_i rk_j kk_ij) into Af; qk =
+//      Q K^T issued; each warp inverts its own diagonal 16 x 16 block of A
+//      under it (its rows and columns are its own accumulators: warp
+//      barriers only).
+//   3. barrier; warps 0, 1 merge the inverse 16 -> 32 (MergePair*); P =
+//      scale Gamma_ij rq_i rk_j qk_ij (j <= i) into the stage's P tile
+//      (SW128, the TMA image TPrep's tile had).
+//   4. barrier; the merge 32 -> 64 (MergeHalvesFirst / Second, a barrier
+//      between and after), T'' pieces (TPiece) into the stage's t_hi, t_lo
+//      tiles (SW128), a proxy fence (the consumers' wgmma read them through
+//      the async proxy), and every aux thread arrives on aux_ready[s].
+// Gamma_ij = e^{G_i - G_j}: below the diagonal blocks (block row I > block
+// column J) as u_i w_Ij, u_i = e^{G_i - G_16I}, w_Ij = e^{G_16I - G_j},
+// both <= 1 when every g <= 0 (the server's rule; a chunk with some g > 0
+// takes e^{G_i - G_j} everywhere): 64 + 96 exponentials a chunk instead of
+// 2 x 2016. The arithmetic is otherwise TPrep's, except the sum orders of
+// the wgmma products and the norms.
+// Named barrier 4 over the aux warpgroup, five per chunk: the first (after
+// kk) keeps a warp's diagonal inverse of chunk c + 1 from overwriting Tf
+// while another warp still reads chunk c's T in step 4.
+// The state-only form (kWithO false: no q loaded) skips qk and P.
 #ifndef GDN_KERNELS_CUDA_CHUNKED_FUSED_CHUNK_AUX_CUH_
 #define GDN_KERNELS_CUDA_CHUNKED_FUSED_CHUNK_AUX_CUH_
 
@@ -45,27 +40,22 @@
 
 #include "kernels/cuda/chunked/blocked_inverse.cuh"
 #include "kernels/cuda/chunked/chunk_args.h"
+#include "kernels/cuda/chunked/fused_chunk_aux_inputs.cuh"
 #include "kernels/cuda/chunked/fused_chunk_tiles.cuh"
-#include "kernels/cuda/chunked/gate_prefix.cuh"
 #include "kernels/cuda/chunked/mma_16bit.cuh"
 #include "kernels/cuda/common/mbarrier.cuh"
 #include "kernels/cuda/common/tma.cuh"
 #include "kernels/cuda/common/wgmma.cuh"
-#include "kernels/gating.h"
-#include "kernels/gdn_types.h"
 
 namespace gdn::cuda::chunked {
 
 // Aux scratch after the o staging tiles (FusedChunkSmem::kAux): Af, Tf fp32
-// [64][kAuxStride] (v7's stride: float2 fragment reads in distinct banks),
-// then G and beta [2 parities][64] fp32.
+// [64][kAuxStride] (v7's stride: float2 fragment reads in distinct banks).
 inline constexpr int kAuxStride = 72;
 struct FusedAuxSmem {
   static constexpr uint32_t kAf = 0;
   static constexpr uint32_t kTf = 64 * kAuxStride * 4;
-  static constexpr uint32_t kG = 2 * 64 * kAuxStride * 4;
-  static constexpr uint32_t kBeta = kG + 2 * 64 * 4;
-  static constexpr uint32_t kBytes = kBeta + 2 * 64 * 4;
+  static constexpr uint32_t kBytes = 2 * 64 * kAuxStride * 4;
 };
 static_assert(FusedChunkSmem::kAuxBytes == FusedChunkSmem::kAux + FusedAuxSmem::kBytes + 1024,
               "FusedChunkSmem::kAuxBytes counts the aux scratch");
@@ -78,228 +68,160 @@ __device__ __forceinline__ uint32_t Sw128Piece(int row, int chunk16) {
   return row * 128 + ((chunk16 ^ (row & 7)) << 4);
 }
 
-// The raw gating inputs of tokens 2 lane, 2 lane + 1 of a chunk (value head
-// h): x = direct g or fused a, y = direct beta or fused b; 0 for padding.
-struct RawGates {
-  float x[2], y[2];
-};
-__device__ __forceinline__ RawGates LoadRawGates(const ChunkArgs& args, int t0, int L, int h,
-                                                 int lane) {
-  const float* x = args.fused_gating ? args.a : args.g;
-  const float* y = args.fused_gating ? args.b : args.beta;
-  RawGates r;
+// For each element (i, j) of the 64 x 64 product held from accumulator
+// element 0 on (warp w: rows i = 16 w + g + 8 h), in pairs (j, j + 1):
+// out(i, j, v0, v1) with v = row_i col_j Gamma_ij acc_ij where j < i
+// (kStrict) or j <= i, else 0, for the column blocks at or below the
+// diagonal block; and with kAbove, zero pairs for those above it too.
+// row_i: this thread's two rows' factors (scale rq_i, or beta_i rk_i),
+// col_j = rk[j]; Gamma as the top of this file says: u_i w_Ij below the
+// diagonal blocks when `factored`.
+template <bool kStrict, bool kAbove, typename Out>
+__device__ __forceinline__ void ScaledLowerProduct(const float (&acc)[32], int w, int lane,
+                                                   const float (&row_i)[2], const float* rk,
+                                                   const float* G_s, const float* u_s,
+                                                   const float* w_s, bool factored, Out out) {
+  const int g = lane >> 2, q = lane & 3;
+  float row_u[2], G_i[2];
 #pragma unroll
-  for (int u = 0; u < 2; ++u) {
-    const int i = 2 * lane + u;
-    const int64_t idx = static_cast<int64_t>(t0 + i) * args.num_v_heads + h;
-    r.x[u] = i < L ? x[idx] : 0.f;
-    r.y[u] = i < L ? y[idx] : 0.f;
+  for (int h = 0; h < 2; ++h) {
+    const int i = 16 * w + g + 8 * h;
+    row_u[h] = row_i[h] * u_s[i];
+    G_i[h] = G_s[i];
   }
-  return r;
-}
-
-// Step 0 (warp 0): g, beta (v7's formulas; padding 0), G, and the gate area
-// of the stage: eg [64] at +0, ed [64] at +64 floats, decay at +256.
-__device__ __forceinline__ void AuxGates(const ChunkArgs& args, const RawGates& raw, int h, int L,
-                                         int lane, float* gates, float* G_s, float* beta_s) {
-  float g[2], beta[2];
 #pragma unroll
-  for (int u = 0; u < 2; ++u) {
-    const int i = 2 * lane + u;
-    g[u] = beta[u] = 0.f;
-    if (i < L) {
-      if (args.fused_gating) {
-        g[u] = FusedDecay(raw.x[u], args.A_log[h], args.dt_bias[h]);
-        beta[u] = FusedBeta(raw.y[u]);
-      } else {
-        g[u] = raw.x[u];
-        beta[u] = raw.y[u];
+  for (int nt = 0; nt < 8; ++nt) {
+    const int j0 = 8 * nt + 2 * q;
+    if (nt > 2 * w + 1) {  // above the diagonal block
+      if constexpr (kAbove) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) out(16 * w + g + 8 * h, j0, 0.f, 0.f);
       }
+      continue;
+    }
+    const float2 c = *reinterpret_cast<const float2*>(rk + j0);
+    if (nt < 2 * w && factored) {  // below: Gamma = u_i w_Ij (w >= 1 here)
+      const float2 wj = *reinterpret_cast<const float2*>(w_s + 64 * (w - 1) + j0);
+      const float c0 = c.x * wj.x, c1 = c.y * wj.y;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int e = 4 * nt + 2 * h;
+        out(16 * w + g + 8 * h, j0, row_u[h] * (acc[e] * c0), row_u[h] * (acc[e + 1] * c1));
+      }
+      continue;
+    }
+    const float2 G_j = *reinterpret_cast<const float2*>(G_s + j0);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int i = 16 * w + g + 8 * h, e = 4 * nt + 2 * h;
+      const bool in0 = kStrict ? j0 < i : j0 <= i, in1 = kStrict ? j0 + 1 < i : j0 + 1 <= i;
+      const float v0 = in0 ? row_i[h] * expf(G_i[h] - G_j.x) * (acc[e] * c.x) : 0.f;
+      const float v1 = in1 ? row_i[h] * expf(G_i[h] - G_j.y) * (acc[e + 1] * c.y) : 0.f;
+      out(i, j0, v0, v1);
     }
   }
-  const int i0 = 2 * lane, i1 = i0 + 1;
-  float G0, G1, g_last;
-  WarpChunkPrefix(g[0], g[1], lane, G0, G1, g_last);
-  *reinterpret_cast<float2*>(G_s + i0) = make_float2(G0, G1);
-  *reinterpret_cast<float2*>(beta_s + i0) = make_float2(beta[0], beta[1]);
-  *reinterpret_cast<float2*>(gates + i0) =
-      make_float2(i0 < L ? expf(G0) : 0.f, i1 < L ? expf(G1) : 0.f);
-  *reinterpret_cast<float2*>(gates + 64 + i0) =
-      make_float2(i0 < L ? expf(g_last - G0) : 0.f, i1 < L ? expf(g_last - G1) : 0.f);
-  if (lane == 0) gates[256] = expf(g_last);
 }
 
-// Step 1 for one row of a raw tile (k or q; two 64-column SW128 blocks 16 KB
-// apart at `row0`, 128 bytes each): zeroed when padding, rescaled when its sum
-// of squares overflows (with the L2 norm on); returns its inverse norm (1
-// without the L2 norm, 0 for padding).
+// acc = X Y^T (SS wgmma m64n64 x 8 k-steps, committed, not waited for) of
+// the stage's raw k or q tiles at `qk_tile` (two 64-column SW128 blocks
+// 16 KB apart, k's 64 rows then q's in each).
 template <typename Op>
-__device__ __forceinline__ float AuxFixRowAndNorm(uint8_t* row0, bool valid, bool l2_norm) {
-  uint4* blk[2] = {reinterpret_cast<uint4*>(row0), reinterpret_cast<uint4*>(row0 + 16384)};
-  if (!valid) {
+__device__ __forceinline__ void IssueAuxProduct(float (&acc)[32], uint32_t qk_tile, bool a_is_q,
+                                                bool b_is_q) {
+  WgmmaFence();
 #pragma unroll
-    for (int b = 0; b < 2; ++b)
-#pragma unroll
-      for (int e = 0; e < 8; ++e) blk[b][e] = make_uint4(0u, 0u, 0u, 0u);
-    return 0.f;
+  for (int ks = 0; ks < 8; ++ks) {
+    const uint32_t blk = qk_tile + (ks / 4) * 16384;
+    WgmmaSs<Op, 64, 0>(acc, DescKMajor(blk + (a_is_q ? 8192 : 0), ks % 4),
+                       DescKMajor(blk + (b_is_q ? 8192 : 0), ks % 4), ks > 0);
   }
-  if (!l2_norm) return 1.f;
-  float sum = 0.f;
-#pragma unroll
-  for (int b = 0; b < 2; ++b)
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const uint4 piece = blk[b][e];
-      const uint32_t words[4] = {piece.x, piece.y, piece.z, piece.w};
-#pragma unroll
-      for (int p = 0; p < 4; ++p) {
-        const float2 x = Unpack2<Op>(words[p]);
-        sum = fmaf(x.x, x.x, sum);
-        sum = fmaf(x.y, x.y, sum);
-      }
-    }
-  float eps = kL2NormEps;
-  if (!isfinite(sum)) {  // max |x| >= ~2^64: keep the row times kL2NormRescale (exact)
-    eps = 0.f;
-    sum = 0.f;
-#pragma unroll
-    for (int b = 0; b < 2; ++b)
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        uint4 piece = blk[b][e];
-        uint32_t* words = reinterpret_cast<uint32_t*>(&piece);
-#pragma unroll
-        for (int p = 0; p < 4; ++p) {
-          const float2 x = Unpack2<Op>(words[p]);
-          const float x0 = x.x * kL2NormRescale, x1 = x.y * kL2NormRescale;
-          sum = fmaf(x0, x0, sum);
-          sum = fmaf(x1, x1, sum);
-          words[p] = Pack2<Op>(x0, x1);
-        }
-        blk[b][e] = piece;
-      }
-  }
-  return 1.0f / sqrtf(sum + eps);
+  WgmmaCommitGroup();
 }
 
-// The aux warpgroup's loop over the CTA's chunks (see the top). st0: the
-// dynamic shared memory (1024-aligned); aux: its scratch; full / aux_ready:
-// the ring's barriers. n, h, hq: sequence, value head, q/k head.
+// Step 3's P = scale Gamma_ij rq_i rk_j qk_ij (j <= i, else 0) from qk into
+// the stage's P tile (SW128, Op); rq and rk from the stage's gate area.
+template <typename Op, uint32_t kP>
+__device__ __forceinline__ void AuxP(const float (&qk)[32], int w, int lane, uint8_t* st,
+                                     const float* rq, const float* rk, const float* G_s,
+                                     const float* u_s, const float* w_s, bool factored,
+                                     float scale) {
+  float row_i[2];
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) row_i[hh] = scale * rq[16 * w + (lane >> 2) + 8 * hh];
+  uint8_t* p_tile = st + kP;
+  ScaledLowerProduct</*kStrict=*/false, /*kAbove=*/true>(
+      qk, w, lane, row_i, rk, G_s, u_s, w_s, factored, [&](int i, int j0, float v0, float v1) {
+        *reinterpret_cast<uint32_t*>(p_tile + Sw128Piece(i, j0 >> 3) + (j0 & 7) * 2) =
+            Pack2<Op>(v0, v1);
+      });
+}
+
+// The aux warpgroup's loop over the CTA's chunks (see the top). smem: the
+// dynamic shared memory (1024-aligned); aux: its scratch; full,
+// inputs_ready, aux_ready: the ring's barriers.
 template <typename Op, bool kWithO, uint32_t kQk, uint32_t kTHi, uint32_t kTLo, uint32_t kP,
           uint32_t kGates, uint32_t kStageBytes, int kStages>
 __device__ __forceinline__ void AuxPrepLoop(const ChunkArgs& args, uint8_t* smem, uint8_t* aux,
-                                            uint64_t* full, uint64_t* aux_ready, int h,
-                                            int seq_t0, int seq_end, int num_chunks) {
+                                            uint64_t* full, uint64_t* inputs_ready,
+                                            uint64_t* aux_ready, int num_chunks) {
   constexpr int kSF = kAuxStride;
   const int a = threadIdx.x & 127, aw = a >> 5, lane = a & 31;
   float* Af = reinterpret_cast<float*>(aux + FusedAuxSmem::kAf);
   float* Tf = reinterpret_cast<float*>(aux + FusedAuxSmem::kTf);
   const uint32_t base = SharedAddress32(smem);
-  const float scale = args.scale;
-
-  RawGates raw_next{};
-  if (aw == 0 && num_chunks > 0) {
-    raw_next = LoadRawGates(args, seq_t0, min(kChunk, seq_end - seq_t0), h, lane);
-  }
   for (int cc = 0; cc < num_chunks; ++cc) {
     const int stage = cc % kStages;
     const uint32_t use = cc / kStages;
-    const int t0 = seq_t0 + cc * kChunk;
-    const int L = min(kChunk, seq_end - t0);
     uint8_t* st = smem + stage * kStageBytes;
     const uint32_t sa = base + stage * kStageBytes;
-    float* gates = reinterpret_cast<float*>(st + kGates);
-    float* G_s = reinterpret_cast<float*>(aux + FusedAuxSmem::kG) + 64 * (cc & 1);
-    float* beta_s = reinterpret_cast<float*>(aux + FusedAuxSmem::kBeta) + 64 * (cc & 1);
-
-    MbarrierWait(&full[stage], use & 1);
-    // 0. gates (warp 0), the next chunk's raw gates in flight meanwhile.
-    if (aw == 0) {
-      const RawGates raw = raw_next;
-      if (cc + 1 < num_chunks) {
-        raw_next = LoadRawGates(args, t0 + kChunk, min(kChunk, seq_end - t0 - kChunk), h, lane);
-      }
-      AuxGates(args, raw, h, L, lane, gates, G_s, beta_s);
-    }
-    // 1. rows: k by threads 0-63, q by 64-127 (rq at +128, rk at +192 floats).
-    {
-      const int r = a & 63;
-      const bool is_q = a >= 64;
-      if (kWithO || !is_q) {
-        const float inv = AuxFixRowAndNorm<Op>(st + kQk + (is_q ? 8192 : 0) + 128 * r, r < L,
-                                               args.l2_norm_qk);
-        gates[(is_q ? 128 : 192) + r] = inv;
-      }
-    }
-    FenceProxyAsyncShared();  // the fixed rows, for every wgmma that reads them
-    AuxBarrier();
-
-    // 2. kk = K K^T, then A (fp32) into Af.
+    const float* gates = reinterpret_cast<const float*>(st + kGates);
     const float* rq = gates + 128;
     const float* rk = gates + 192;
+    const float* G_s = gates + kAuxG;
+    const float* beta_s = gates + kAuxBeta;
+    const float* u_s = gates + kAuxU;
+    const float* w_s = gates + kAuxW;
+
+    // 1. kk, once the stage's tiles and inputs are there.
+    MbarrierWait(&full[stage], use & 1);
+    MbarrierWait(&inputs_ready[stage], use & 1);
+    const bool factored = reinterpret_cast<const int*>(gates)[kAuxFactored] != 0;
+    float kk[32];
+    IssueAuxProduct<Op>(kk, sa + kQk, /*a_is_q=*/false, /*b_is_q=*/false);
+    WgmmaWaitGroup<0>();
+    WgmmaFenceOperands(kk);
+    AuxBarrier();  // every warp is done with the last chunk's Tf
+
+    // 2. A (fp32) into Af; qk issued; each warp inverts its own diagonal
+    // block of A.
     {
-      float kk[32];
-      WgmmaFence();
+      float row_i[2];
 #pragma unroll
-      for (int ks = 0; ks < 8; ++ks) {
-        const uint64_t dk = DescKMajor(sa + kQk + (ks / 4) * 16384, ks % 4);
-        WgmmaSs<Op, 64, 0>(kk, dk, dk, ks > 0);
+      for (int hh = 0; hh < 2; ++hh) {
+        const int i = 16 * aw + (lane >> 2) + 8 * hh;
+        row_i[hh] = beta_s[i] * rk[i];
       }
-      WgmmaCommitGroup();
-      WgmmaWaitGroup<0>();
-      WgmmaFenceOperands(kk);
-#pragma unroll
-      for (int e = 0; e < 32; e += 2) {
-        const int i = AccRow(a, e), j0 = AccCol(a, e);
-        const float Gi = G_s[i], bi = beta_s[i], rki = rk[i];
-        const float2 Gj = *reinterpret_cast<const float2*>(G_s + j0);
-        const float2 rkj = *reinterpret_cast<const float2*>(rk + j0);
-        const float Gjs[2] = {Gj.x, Gj.y}, rks[2] = {rkj.x, rkj.y};
-        float av[2];
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          const int j = j0 + u;
-          const float decay = j <= i ? expf(Gi - Gjs[u]) : 0.f;
-          av[u] = j < i ? bi * decay * (kk[e + u] * (rki * rks[u])) : 0.f;
-        }
-        *reinterpret_cast<float2*>(Af + i * kSF + j0) = make_float2(av[0], av[1]);
-      }
+      ScaledLowerProduct</*kStrict=*/true, /*kAbove=*/false>(
+          kk, aw, lane, row_i, rk, G_s, u_s, w_s, factored, [&](int i, int j0, float v0, float v1) {
+            *reinterpret_cast<float2*>(Af + i * kSF + j0) = make_float2(v0, v1);
+          });
     }
+    float qk[kWithO ? 32 : 1];
+    if constexpr (kWithO) IssueAuxProduct<Op>(qk, sa + kQk, /*a_is_q=*/true, /*b_is_q=*/false);
+    __syncwarp();
+    if (lane < 16) InvertDiagonalBlocks<kSF>(Af, Tf, 16 * aw + lane);
     AuxBarrier();
 
-    // 3. qk issued; warps 0, 1 invert the diagonal blocks under it; P.
+    // 3. the merge 16 -> 32 (warps 0, 1); P.
+    if (aw < 2) {
+      MergePairFirst<kSF>(Af, Tf, aw, lane);
+      __syncwarp();
+      MergePairSecond<kSF>(Tf, aw, lane);
+    }
     if constexpr (kWithO) {
-      float qk[32];
-      WgmmaFence();
-#pragma unroll
-      for (int ks = 0; ks < 8; ++ks) {
-        const uint32_t blk = sa + kQk + (ks / 4) * 16384;
-        WgmmaSs<Op, 64, 0>(qk, DescKMajor(blk + 8192, ks % 4), DescKMajor(blk, ks % 4), ks > 0);
-      }
-      WgmmaCommitGroup();
-      WgmmaFenceOperands(qk);
-      if (aw < 2) InvertDiagonalPairs<kSF>(Af, Tf, a);
       WgmmaWaitGroup<0>();
       WgmmaFenceOperands(qk);
-      uint8_t* p_tile = st + kP;
-#pragma unroll
-      for (int e = 0; e < 32; e += 2) {
-        const int i = AccRow(a, e), j0 = AccCol(a, e);
-        const float Gi = G_s[i], rqi = rq[i];
-        const float2 Gj = *reinterpret_cast<const float2*>(G_s + j0);
-        const float2 rkj = *reinterpret_cast<const float2*>(rk + j0);
-        const float Gjs[2] = {Gj.x, Gj.y}, rks[2] = {rkj.x, rkj.y};
-        float pv[2];
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          const float decay = j0 + u <= i ? expf(Gi - Gjs[u]) : 0.f;
-          pv[u] = scale * decay * (qk[e + u] * (rqi * rks[u]));
-        }
-        *reinterpret_cast<uint32_t*>(p_tile + Sw128Piece(i, j0 >> 3) + (j0 & 7) * 2) =
-            Pack2<Op>(pv[0], pv[1]);
-      }
-    } else {
-      if (aw < 2) InvertDiagonalPairs<kSF>(Af, Tf, a);
+      AuxP<Op, kP>(qk, aw, lane, st, rq, rk, G_s, u_s, w_s, factored, args.scale);
     }
     AuxBarrier();
 

@@ -69,8 +69,12 @@ struct FusedChunkSmem {
   static constexpr uint32_t kTHi = 49152;
   static constexpr uint32_t kTLo = 57344;
   static constexpr uint32_t kP = 65536;
-  static constexpr uint32_t kGates = 73728;  // eg +0, ed +256, rq +512, rk +768, decay +1024
-  static constexpr uint32_t kStageBytes = 75776;
+  // The gate area, in floats from kGates: eg [64] +0, ed [64] +64, rq [64]
+  // +128, rk [64] +192, decay +256; with the aux warpgroup also its flag
+  // "Gamma factored" (int) +257, G [64] +320, beta [64] +384, u [64] +448,
+  // w [3][64] +512 (fused_chunk_aux.cuh), to +704.
+  static constexpr uint32_t kGates = 73728;
+  static constexpr uint32_t kStageBytes = 76800;
   static constexpr uint32_t kTxBytes = 74752;  // form P: all of a stage but the decay
   // Bytes a chunk's loads bring: form P all of the above, or without q (2 x
   // 8 KB) and P (8 KB) for the state-only form (FusedChunkKernel<...,
@@ -82,8 +86,9 @@ struct FusedChunkSmem {
   static constexpr uint32_t kOut = kFusedStages * kStageBytes;  // + 8192 w
   static constexpr uint32_t kAux = kOut + 2 * 8192;
   static constexpr uint32_t kBytes = kAux + 1024;  // + alignment slack
-  static constexpr uint32_t kAuxBytes = kAux + 37888 + 1024;  // FusedAuxSmem::kBytes
+  static constexpr uint32_t kAuxBytes = kAux + 36864 + 1024;  // FusedAuxSmem::kBytes
   static_assert(kStageBytes % 1024 == 0, "stages 1024-aligned");
+  static_assert(kGates + 704 * 4 <= kStageBytes, "the gate area fits its stage");
   static_assert(kTxBytes == 3 * 16384 + 3 * 8192 + 4 * 256, "stage = q, k, v, T'' x 2, P, gates");
 };
 
