@@ -220,7 +220,10 @@ __global__ void __launch_bounds__(kAuxPrep ? kFusedAuxThreads : kFusedThreads, 1
         reinterpret_cast<const float*>(smem + stage * Sm::kStageBytes + Sm::kGates);
     MbarrierWait(&full[stage], use & 1);
     if constexpr (kAuxPrep) {
-      MbarrierWait(&aux_ready[stage], use & 1);  // the aux fixed the rows itself
+      // The rows and gates the producer's warps fixed and wrote (waited on
+      // directly, not only through the aux's arrival), then T'' and P.
+      MbarrierWait(&inputs_ready[stage], use & 1);
+      MbarrierWait(&aux_ready[stage], use & 1);
     } else if (stage_rescaled[stage] != 0 || L < kChunk) {
       FixTileRows<Op, kWithO>(smem + stage * Sm::kStageBytes, gates, L, w, t);
     }

@@ -232,7 +232,10 @@ __device__ __forceinline__ void AuxPrepLoop(const ChunkArgs& args, uint8_t* smem
     AuxBarrier();
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
-      const int p = a + 128 * m;
+      int p = a + 128 * m;
+      // Formed here each chunk: hoisted out of the loop, the four pieces'
+      // offsets were spilled and their reloads stalled the step.
+      asm volatile("" : "+r"(p));
       uint4 hi, lo;
       TPiece<Op, kSF>(Tf, beta_s, p, hi, lo);
       const uint32_t at = Sw128Piece(p >> 3, p & 7);
