@@ -6,7 +6,8 @@
 #   racecheck + memcheck of fused_chunk_test on two cases
 #   fast/chunked_prefill_test, fast/tprep_test, fast/chunked_prefill_route_test
 #   fast/fused_chunk_test: every float64 case, timing rows Rows and RoutedRows
-#   bash bench/results/2026-12-06-aux-fast/visit2.sh
+#   bash bench/results/2026-12-06-aux-fast/visit2.sh   (SHORT=1: the sanitizers and
+#   chunked_prefill_test only)
 set -u
 RESULTS=${OUT:-/tmp/gdn_out}; mkdir -p "$RESULTS"
 W=/tmp/auxfast2; rm -rf "$W"; mkdir -p "$W"
@@ -23,6 +24,13 @@ for tool in racecheck memcheck; do
   tail -2 "$W/san_$tool.txt"
 done
 pack
+if [ "${SHORT:-0}" = 1 ]; then
+  timeout 150 "$F/chunked_prefill_test" > "$W/chunked_prefill_test.txt" 2>&1
+  echo "chunked_prefill_test rc=$?" | tee -a "$W/gpu.txt"
+  grep -E "FAILED|PASSED" "$W/chunked_prefill_test.txt" | head -5
+  pack
+  exit 0
+fi
 timeout 200 "$F/fused_chunk_test" > "$W/fused_chunk_test.txt" 2>&1
 echo "fused_chunk_test rc=$?" | tee -a "$W/gpu.txt"
 grep -E "^\[ (timing|routed)" "$W/fused_chunk_test.txt" | cut -c1-300
