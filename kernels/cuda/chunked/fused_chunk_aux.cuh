@@ -24,8 +24,9 @@
 // Gamma_ij = e^{G_i - G_j}: below the diagonal blocks (block row I > block
 // column J) as u_i w_Ij, u_i = e^{G_i - G_16I}, w_Ij = e^{G_16I - G_j},
 // both <= 1 when every g <= 0 (the server's rule; a chunk with some g > 0
-// takes e^{G_i - G_j} everywhere): 64 + 96 exponentials a chunk instead of
-// 2 x 2016. The arithmetic is otherwise TPrep's, except the sum orders of
+// takes e^{G_i - G_j} everywhere): 64 + 96 exponentials for the blocks
+// below the diagonal blocks instead of 2 x 1536 (the diagonal blocks keep
+// theirs, ~1,000 for A and P together). The arithmetic is otherwise TPrep's, except the sum orders of
 // the wgmma products and the norms.
 // Named barrier 4 over the aux warpgroup, five per chunk: the first (after
 // kk) keeps a warp's diagonal inverse of chunk c + 1 from overwriting Tf
