@@ -60,11 +60,15 @@ struct FusedAuxSmem {
 };
 static_assert(FusedChunkSmem::kAuxBytes == FusedChunkSmem::kAux + FusedAuxSmem::kBytes + 1024,
               "FusedChunkSmem::kAuxBytes counts the aux scratch");
+static_assert(FusedChunkSmem::kGates + 4 * kAuxGateFloats <= FusedChunkSmem::kStageBytes,
+              "the aux's gate area fits its stage");
 
 __device__ __forceinline__ void AuxBarrier() { asm volatile("bar.sync 4, 128;\n" ::: "memory"); }
 
-// Byte offset of the 16-byte piece `chunk16` of row `row` in an SW128 tile
-// of 128-byte rows (the image TMA writes with SWIZZLE_128B).
+// Byte offset of the 16-byte piece `chunk16` of row `row` in a 64-column
+// SW128 tile: Sw128TileOffset (wgmma.cuh) in int arithmetic, which kept the
+// aux at 96 bytes of spills (the unsigned form: 120, and twice the reloads
+// in its loop).
 __device__ __forceinline__ uint32_t Sw128Piece(int row, int chunk16) {
   return row * 128 + ((chunk16 ^ (row & 7)) << 4);
 }

@@ -37,6 +37,7 @@ inline constexpr int kAuxG = 320;
 inline constexpr int kAuxBeta = 384;
 inline constexpr int kAuxU = 448;
 inline constexpr int kAuxW = 512;
+inline constexpr int kAuxGateFloats = kAuxW + 3 * 64;  // the whole gate area
 inline constexpr int kAuxInputArrivals = 65;
 
 // The raw gating inputs of tokens 2 lane, 2 lane + 1 of a chunk (value head

@@ -70,9 +70,8 @@ struct FusedChunkSmem {
   static constexpr uint32_t kTLo = 57344;
   static constexpr uint32_t kP = 65536;
   // The gate area, in floats from kGates: eg [64] +0, ed [64] +64, rq [64]
-  // +128, rk [64] +192, decay +256; with the aux warpgroup also its flag
-  // "Gamma factored" (int) +257, G [64] +320, beta [64] +384, u [64] +448,
-  // w [3][64] +512 (fused_chunk_aux.cuh), to +704.
+  // +128, rk [64] +192, decay +256; with the aux warpgroup also its inputs
+  // beyond (kAux* in fused_chunk_aux_inputs.cuh, 2816 bytes in all).
   static constexpr uint32_t kGates = 73728;
   static constexpr uint32_t kStageBytes = 76800;
   static constexpr uint32_t kTxBytes = 74752;  // form P: all of a stage but the decay
@@ -88,7 +87,6 @@ struct FusedChunkSmem {
   static constexpr uint32_t kBytes = kAux + 1024;  // + alignment slack
   static constexpr uint32_t kAuxBytes = kAux + 36864 + 1024;  // FusedAuxSmem::kBytes
   static_assert(kStageBytes % 1024 == 0, "stages 1024-aligned");
-  static_assert(kGates + 704 * 4 <= kStageBytes, "the gate area fits its stage");
   static_assert(kTxBytes == 3 * 16384 + 3 * 8192 + 4 * 256, "stage = q, k, v, T'' x 2, P, gates");
 };
 
