@@ -14,8 +14,10 @@
 //         [64 w, 64 w + 64), i.e. rows 64 w .. of S^T [V][K], as one
 //         m64n128 fp32 accumulator (64 registers per thread; element i of
 //         thread t is S^T(64 w + AccRow(t, i), AccCol(t, i)), wgmma.cuh).
-// The two consumers never talk to each other: each runs the whole chain on
-// its 64 rows and releases a stage by arriving on its "empty" barrier.
+// The two consumers never talk to each other (but with the aux warpgroup,
+// where each forms half of P and of T'': named barrier 3 before step 3):
+// each runs the whole chain on its 64 rows and releases a stage by arriving
+// on its "empty" barrier.
 //
 // ---- The chain per chunk (tokens t0 .. t0 + L - 1; j, i token indices) -------
 // With eg = e^G, ed = e^{G_last - G}, rq, rk (inverse norms), decay =
@@ -73,12 +75,12 @@ namespace gdn::cuda::chunked {
 // and stores are most of the kernel's code, and inlined into the chunk loop
 // (a checkpoint store) they cost the fp32 / bf16 calls 3-7% (H100,
 // 2026-12-05), so they live in instances of their own.
-// kAuxPrep: a fourth warpgroup (fused_chunk_aux.cuh) forms T'' and P in the
-// stage one chunk ahead of the consumers, from the gates, fixed rows and
-// norms that producer warps 1-3 put there (fused_chunk_aux_inputs.cuh; no
-// TPrep: `decay` and `rescaled` are not read, the maps other than q, k, v
-// unused); kFusedAuxThreads threads, FusedChunkSmem::kAuxBytes of shared
-// memory.
+// kAuxPrep: a fourth warpgroup (fused_chunk_aux.cuh) forms rk and T in its
+// scratch one chunk ahead of the consumers (who form T'' and P from them),
+// from the gates, zeroed rows and rq that producer warps 1-3 put there
+// (fused_chunk_aux_inputs.cuh; no TPrep: `decay` and `rescaled` are not
+// read, the maps other than q, k, v unused); kFusedAuxThreads threads,
+// FusedChunkSmem::kAuxBytes of shared memory.
 template <typename In, bool kWHiLo, bool kWithO, bool kQuantPages, bool kAuxPrep = false>
 __global__ void __launch_bounds__(kAuxPrep ? kFusedAuxThreads : kFusedThreads, 1)
     FusedChunkKernel(const __grid_constant__ FusedChunkMaps maps, const ChunkArgs args,
@@ -94,6 +96,10 @@ __global__ void __launch_bounds__(kAuxPrep ? kFusedAuxThreads : kFusedThreads, 1
   __shared__ uint64_t aux_ready[kFusedStages];  // kAuxPrep: the aux's 128 threads arrive
   // kAuxPrep: the producer's gate and row warps arrive (fused_chunk_aux_inputs.cuh).
   __shared__ uint64_t inputs_ready[kFusedStages];
+  // kAuxPrep with o: the producer's row warps arrive once rq is in place.
+  __shared__ uint64_t q_ready[kFusedStages];
+  // kAuxPrep: every consumer thread arrives once it has read the aux's T.
+  __shared__ uint64_t tf_free;
   // Per stage: the tile's `rescaled` flag, written by the producer before its
   // arrive on full[stage] (release), read by consumers after their wait.
   __shared__ int32_t stage_rescaled[kFusedStages];
@@ -112,7 +118,9 @@ __global__ void __launch_bounds__(kAuxPrep ? kFusedAuxThreads : kFusedThreads, 1
       MbarrierInit(&empty[s], 256);  // every consumer thread releases
       MbarrierInit(&aux_ready[s], 128);
       MbarrierInit(&inputs_ready[s], kAuxInputArrivals);
+      MbarrierInit(&q_ready[s], kAuxQReadyArrivals);
     }
+    MbarrierInit(&tf_free, 256);
     FenceMbarrierInit();
   }
   __syncthreads();
@@ -120,9 +128,9 @@ __global__ void __launch_bounds__(kAuxPrep ? kFusedAuxThreads : kFusedThreads, 1
   if (kAuxPrep && wg == 3) {
     // ---- aux ----------------------------------------------------------------------
     SetMaxNRegDecrease<kFusedAuxRegs>();
-    AuxPrepLoop<Op, kWithO, Sm::kQk, Sm::kTHi, Sm::kTLo, Sm::kP, Sm::kGates, Sm::kStageBytes,
-                kFusedStages>(args, smem, smem + Sm::kAux, full, inputs_ready, aux_ready,
-                              num_chunks);
+    AuxPrepLoop<Op, Sm::kQk, Sm::kGates, Sm::kStageBytes, kFusedStages>(
+        args, smem, smem + Sm::kAux, full, inputs_ready, aux_ready, &tf_free, seq_t0, seq_end,
+        num_chunks);
     return;
   }
   if (wg == 0) {
@@ -136,7 +144,7 @@ __global__ void __launch_bounds__(kAuxPrep ? kFusedAuxThreads : kFusedThreads, 1
       }
       if (threadIdx.x >= 64) {
         AuxRowLoop<Op, kWithO>(args, smem, Sm::kQk, Sm::kGates, Sm::kStageBytes, kFusedStages,
-                               full, inputs_ready, seq_t0, seq_end, num_chunks);
+                               full, inputs_ready, q_ready, seq_t0, seq_end, num_chunks);
         return;
       }
     }
@@ -221,9 +229,13 @@ __global__ void __launch_bounds__(kAuxPrep ? kFusedAuxThreads : kFusedThreads, 1
     MbarrierWait(&full[stage], use & 1);
     if constexpr (kAuxPrep) {
       // The rows and gates the producer's warps fixed and wrote (waited on
-      // directly, not only through the aux's arrival), then T'' and P.
+      // directly, not only through the aux's arrival), rq, then T'' and rk.
       MbarrierWait(&inputs_ready[stage], use & 1);
+      if constexpr (kWithO) MbarrierWait(&q_ready[stage], use & 1);
       MbarrierWait(&aux_ready[stage], use & 1);
+      StoreTPieces<Op>(reinterpret_cast<const float*>(smem + Sm::kAux + FusedAuxSmem::kTf),
+                       gates + kAuxBeta, smem + stage * Sm::kStageBytes + Sm::kTHi,
+                       smem + stage * Sm::kStageBytes + Sm::kTLo, 128 * w + t, &tf_free);
     } else if (stage_rescaled[stage] != 0 || L < kChunk) {
       FixTileRows<Op, kWithO>(smem + stage * Sm::kStageBytes, gates, L, w, t);
     }
@@ -253,6 +265,12 @@ __global__ void __launch_bounds__(kAuxPrep ? kFusedAuxThreads : kFusedThreads, 1
 #pragma unroll
       for (int kk = 0; kk < 8; ++kk) WgmmaFenceOperands(a[kk]);
     }
+
+    // With the aux: this warpgroup's half of P's Q K^T, issued here and
+    // stored after step 2 (in step 1's batch, with a[] still live, ptxas
+    // ran short of registers and serialised every wgmma of the kernel).
+    float pc[kAuxPrep && kWithO ? 16 : 1];
+    if constexpr (kAuxPrep && kWithO) IssuePHalf<Op>(pc, st + Sm::kQk, w);
 
     // 2. W'^T (x[0..31]) and O^T (x[32..63]) in fp32. Element i = 4 jb + 2 hh + e
     // is token j = 8 jb + 2 q4 + e; V^T's pair k = 2 jb + hh holds i = 2k, 2k + 1.
@@ -288,6 +306,14 @@ __global__ void __launch_bounds__(kAuxPrep ? kFusedAuxThreads : kFusedThreads, 1
         }
       }
     }
+
+    if constexpr (kAuxPrep && kWithO) {
+      StorePHalf<Op>(pc, w, warp, lane, smem + stage * Sm::kStageBytes + Sm::kP, gates,
+                     args.scale);
+    }
+
+    // With the aux: both consumer warpgroups' halves of T'' and P are in place.
+    if constexpr (kAuxPrep) ConsumersBarrier();
 
     // 3. U'^T = W'^T (T_hi + T_lo)^T; with kWHiLo, W' = W_hi + W_lo too:
     // W_hi T_hi + W_hi T_lo + W_lo T_hi (W_lo T_lo, ~2^-16 x 2^-16, dropped).

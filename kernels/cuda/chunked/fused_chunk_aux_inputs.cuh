@@ -4,14 +4,23 @@
 //   warp 1 (AuxGateLoop)  once the consumers release a stage (empty): the
 //                         chunk's gates (raw gates loaded a chunk ahead) into
 //                         the stage's gate area (FusedChunkSmem::kGates).
-//   warps 2, 3 (AuxRowLoop)  once TMA filled the stage (full): thread t fixes
-//                         row t of k and of q (padding zeroed, overflowing
-//                         rows rescaled in place) and writes its inverse L2
-//                         norms rk_t, rq_t into the gate area, then a proxy
-//                         fence (the aux's and consumers' wgmma read the
-//                         tiles through the async proxy).
-// Each arrives on inputs_ready[stage] (65 arrivals: lane 0 of warp 1, the
-// 64 row threads); the aux waits on it.
+//   warps 2, 3 (AuxRowLoop)  once TMA filled the stage (full): thread t
+//                         zeroes row t of k and q when it is padding, fences
+//                         the async proxy (wgmma reads the tiles through it)
+//                         and arrives on inputs_ready; then (with o) it
+//                         forms rq_t, q row t's inverse L2 norm (the row
+//                         rescaled in place when its sum of squares
+//                         overflows), and arrives on q_ready, which only the
+//                         consumers wait for.
+// The aux forms rk from K K^T's diagonal (AuxKNorms), so the aux's path
+// holds no pass over the rows: those passes, latency-bound at 24 to 40
+// registers, took ~3.5 us a chunk on the H100
+// (bench/results/2026-12-06-aux-consumer-p).
+// Each thread arrives on inputs_ready[stage] (96 arrivals) for its own
+// writes; the aux and the consumers wait on it. (One arrival by lane 0 after
+// a __syncwarp is as good by the PTX memory model, but compute-sanitizer's
+// racecheck does not follow it and reported the gate warp's eg / ed writes
+// against the consumers' reads: bench/results/2026-12-06-aux-fast.)
 #ifndef GDN_KERNELS_CUDA_CHUNKED_FUSED_CHUNK_AUX_INPUTS_CUH_
 #define GDN_KERNELS_CUDA_CHUNKED_FUSED_CHUNK_AUX_INPUTS_CUH_
 
@@ -38,7 +47,8 @@ inline constexpr int kAuxBeta = 384;
 inline constexpr int kAuxU = 448;
 inline constexpr int kAuxW = 512;
 inline constexpr int kAuxGateFloats = kAuxW + 3 * 64;  // the whole gate area
-inline constexpr int kAuxInputArrivals = 65;
+inline constexpr int kAuxInputArrivals = 96;
+inline constexpr int kAuxQReadyArrivals = 64;
 
 // The raw gating inputs of tokens 2 lane, 2 lane + 1 of a chunk (value head
 // h): x = direct g or fused a, y = direct beta or fused b; 0 for padding.
@@ -122,52 +132,65 @@ __device__ __forceinline__ void AuxZeroRow(uint8_t* row0) {
     }
 }
 
-// One row of a raw tile (as AuxZeroRow): zeroed when padding, rescaled in
-// place by kL2NormRescale when its sum of squares overflows (with the L2 norm
-// on; TPrep's rule); returns its inverse norm (1 without the L2 norm, 0 for
-// padding).
+// Adds the squares of the 8 values in `piece` (Op pairs) to sum.
 template <typename Op>
-__device__ __forceinline__ float AuxFixRowAndNorm(uint8_t* row0, bool valid, bool l2_norm) {
-  if (!valid) {
-    AuxZeroRow(row0);
-    return 0.f;
+__device__ __forceinline__ float AddSquares(const uint4& piece, float sum) {
+  const uint32_t words[4] = {piece.x, piece.y, piece.z, piece.w};
+#pragma unroll
+  for (int p = 0; p < 4; ++p) {
+    const float2 x = Unpack2<Op>(words[p]);
+    sum = fmaf(x.x, x.x, sum);
+    sum = fmaf(x.y, x.y, sum);
   }
-  if (!l2_norm) return 1.f;
-  uint4* blk[2] = {reinterpret_cast<uint4*>(row0), reinterpret_cast<uint4*>(row0 + 16384)};
+  return sum;
+}
+
+// Sum of squares of a row's 128 values (two 64-column SW128 blocks 16 KB
+// apart at row0, 128 bytes each; the swizzle only permutes a row's 16-byte
+// pieces), in two independent chains.
+template <typename Op>
+__device__ __forceinline__ float RowSquares(const uint8_t* row0) {
+  float sum[2] = {0.f, 0.f};
+#pragma unroll
+  for (int e = 0; e < 16; ++e) {
+    const uint4 piece = *reinterpret_cast<const uint4*>(row0 + 16384 * (e >> 3) + 16 * (e & 7));
+    sum[e & 1] = AddSquares<Op>(piece, sum[e & 1]);
+  }
+  return sum[0] + sum[1];
+}
+
+// A row (as AuxZeroRow) whose sum of squares overflowed (max |x| >=
+// ~2^64): rescaled in place by kL2NormRescale (exact; TPrep's rule);
+// returns the new sum.
+template <typename Op>
+__device__ __forceinline__ float RescaleRow(uint8_t* row0) {
   float sum = 0.f;
 #pragma unroll
-  for (int b = 0; b < 2; ++b)
+  for (int e = 0; e < 16; ++e) {
+    uint4* at = reinterpret_cast<uint4*>(row0 + 16384 * (e >> 3) + 16 * (e & 7));
+    uint4 piece = *at;
+    uint32_t* words = reinterpret_cast<uint32_t*>(&piece);
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const uint4 piece = blk[b][e];
-      const uint32_t words[4] = {piece.x, piece.y, piece.z, piece.w};
-#pragma unroll
-      for (int p = 0; p < 4; ++p) {
-        const float2 x = Unpack2<Op>(words[p]);
-        sum = fmaf(x.x, x.x, sum);
-        sum = fmaf(x.y, x.y, sum);
-      }
+    for (int p = 0; p < 4; ++p) {
+      const float2 x = Unpack2<Op>(words[p]);
+      const float x0 = x.x * kL2NormRescale, x1 = x.y * kL2NormRescale;
+      sum = fmaf(x0, x0, sum);
+      sum = fmaf(x1, x1, sum);
+      words[p] = Pack2<Op>(x0, x1);
     }
+    *at = piece;
+  }
+  return sum;
+}
+
+// The inverse L2 norm of a row from its sum of squares, rescaling the row
+// first when the sum overflowed (then without the epsilon: TPrep's rule).
+template <typename Op>
+__device__ __forceinline__ float InverseNormFixing(uint8_t* row0, float sum) {
   float eps = kL2NormEps;
-  if (!isfinite(sum)) {  // max |x| >= ~2^64: keep the row times kL2NormRescale (exact)
+  if (!isfinite(sum)) {
     eps = 0.f;
-    sum = 0.f;
-#pragma unroll
-    for (int b = 0; b < 2; ++b)
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        uint4 piece = blk[b][e];
-        uint32_t* words = reinterpret_cast<uint32_t*>(&piece);
-#pragma unroll
-        for (int p = 0; p < 4; ++p) {
-          const float2 x = Unpack2<Op>(words[p]);
-          const float x0 = x.x * kL2NormRescale, x1 = x.y * kL2NormRescale;
-          sum = fmaf(x0, x0, sum);
-          sum = fmaf(x1, x1, sum);
-          words[p] = Pack2<Op>(x0, x1);
-        }
-        blk[b][e] = piece;
-      }
+    sum = RescaleRow<Op>(row0);
   }
   return 1.0f / sqrtf(sum + eps);
 }
@@ -192,35 +215,45 @@ __device__ __forceinline__ void AuxGateLoop(const ChunkArgs& args, uint8_t* smem
     MbarrierWait(&empty[stage], (use & 1) ^ 1);  // use 0 passes at once
     AuxGates(args, raw, h, min(kChunk, seq_end - t0), lane,
              reinterpret_cast<float*>(smem + stage * stage_bytes + gates_offset));
-    __syncwarp();
-    if (lane == 0) MbarrierArrive(&inputs_ready[stage]);
+    MbarrierArrive(&inputs_ready[stage]);
   }
 }
 
 // Warps 2, 3 of the producer warpgroup (t = thread - 64): row t of each
 // chunk's k and q tiles (at qk_offset in the stage: two 64-column SW128
-// blocks 16 KB apart, k's 64 rows then q's), once TMA filled them.
+// blocks 16 KB apart, k's 64 rows then q's), once TMA filled them (see the
+// top; q_ready is not touched without o).
 template <typename Op, bool kWithO>
 __device__ __forceinline__ void AuxRowLoop(const ChunkArgs& args, uint8_t* smem,
                                            uint32_t qk_offset, uint32_t gates_offset,
                                            uint32_t stage_bytes, int stages, uint64_t* full,
-                                           uint64_t* inputs_ready, int seq_t0, int seq_end,
-                                           int num_chunks) {
+                                           uint64_t* inputs_ready, uint64_t* q_ready,
+                                           int seq_t0, int seq_end, int num_chunks) {
   const int t = threadIdx.x - 64;
   for (int cc = 0; cc < num_chunks; ++cc) {
     const int stage = cc % stages;
     const uint32_t use = cc / stages;
     const int L = min(kChunk, seq_end - seq_t0 - cc * kChunk);
     uint8_t* st = smem + stage * stage_bytes;
-    float* gates = reinterpret_cast<float*>(st + gates_offset);
+    uint8_t* k_row = st + qk_offset + 128 * t;
+    uint8_t* q_row = k_row + 8192;
     MbarrierWait(&full[stage], use & 1);
-    gates[192 + t] = AuxFixRowAndNorm<Op>(st + qk_offset + 128 * t, t < L, args.l2_norm_qk);
-    if constexpr (kWithO) {
-      gates[128 + t] =
-          AuxFixRowAndNorm<Op>(st + qk_offset + 8192 + 128 * t, t < L, args.l2_norm_qk);
+    if (t >= L) {
+      AuxZeroRow(k_row);
+      if constexpr (kWithO) AuxZeroRow(q_row);
     }
     FenceProxyAsyncShared();
     MbarrierArrive(&inputs_ready[stage]);
+    if constexpr (kWithO) {
+      // rq: 0 for padding rows, 1 without the L2 norm.
+      float rq = 0.f;
+      if (t < L) {
+        rq = args.l2_norm_qk ? InverseNormFixing<Op>(q_row, RowSquares<Op>(q_row)) : 1.f;
+      }
+      reinterpret_cast<float*>(st + gates_offset)[128 + t] = rq;
+      FenceProxyAsyncShared();  // a rescaled row
+      MbarrierArrive(&q_ready[stage]);
+    }
   }
 }
 

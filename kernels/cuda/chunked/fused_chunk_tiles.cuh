@@ -40,12 +40,13 @@ inline constexpr int kFusedThreads = 384;
 inline constexpr int kFusedStages = 2;
 inline constexpr int kFusedProducerRegs = 40;
 inline constexpr int kFusedConsumerRegs = 232;  // 128 x (40 + 2 x 232) <= 64 K
-// With the aux warpgroup (kAuxPrep): a fourth warpgroup, 128 x (24 + 2 x 200
-// + 88) = 64 K registers.
+// With the aux warpgroup (kAuxPrep): a fourth warpgroup, 128 x (32 + 2 x 192
+// + 96) = 64 K registers (of the splits tried on the H100, the one with the
+// fewest spills and the fastest step: bench/results/2026-12-06-aux-consumer-p).
 inline constexpr int kFusedAuxThreads = 512;
-inline constexpr int kFusedAuxProducerRegs = 24;
-inline constexpr int kFusedAuxConsumerRegs = 200;
-inline constexpr int kFusedAuxRegs = 88;
+inline constexpr int kFusedAuxProducerRegs = 32;
+inline constexpr int kFusedAuxConsumerRegs = 192;
+inline constexpr int kFusedAuxRegs = 96;
 
 // The tensor maps of one call (host: fused_chunk.cu). Element types: q, k, v,
 // t_hi, t_lo, p the input type; eg, ed, rq, rk fp32.
@@ -60,8 +61,9 @@ struct FusedChunkMaps {
 
 // Byte offsets in the dynamic shared memory (after AlignShared<1024>).
 // Form P (TPrep's workspace) brings every tile of a stage but the decay by
-// TMA; with the aux warpgroup (kAuxPrep) TMA brings q, k, v and the aux
-// writes t_hi, t_lo, p and the gate area (decay included), and its scratch
+// TMA; with the aux warpgroup (kAuxPrep) TMA brings q, k, v, the
+// consumers write t_hi, t_lo (from the aux's T) and p, the producer's warps
+// 1-3 and the aux the gate area (decay included), and the aux's scratch
 // (FusedAuxSmem, fused_chunk_aux.cuh) follows the o staging tiles.
 struct FusedChunkSmem {
   static constexpr uint32_t kQk = 0;
@@ -343,6 +345,11 @@ __device__ __forceinline__ void ConsumerBarrier(int w) {
   }
 }
 
+// Named barrier 3 over both consumer warpgroups (256 threads).
+__device__ __forceinline__ void ConsumersBarrier() {
+  asm volatile("bar.sync 3, 256;\n" ::: "memory");
+}
+
 // Rows of a stage's raw q / k tiles that the chunk's gate factors cannot
 // tame, set right in place before any wgmma reads them:
 // - rows TPrep rescaled (tprep_args.h: their fp32 sum of squares
@@ -385,7 +392,7 @@ __device__ __forceinline__ void FixTileRows(uint8_t* stage_smem, const float* ga
     }
   }
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-  asm volatile("bar.sync 3, 256;\n" ::: "memory");
+  ConsumersBarrier();
 }
 
 }  // namespace gdn::cuda::chunked

@@ -289,10 +289,13 @@ struct WgmmaTag {};
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // The accumulator registers, operands %0 .. %(N / 2 - 1): their PTX vector
-// and their asm output constraints, for N = 64 (32 registers) and 128 (64).
-#define GDN_WGMMA_D0_31                           \
+// and their asm output constraints, for N = 32 (16 registers; SS form only),
+// 64 (32) and 128 (64).
+#define GDN_WGMMA_D0_15                           \
   "%0, %1, %2, %3, %4, %5, %6, %7, "              \
-  "%8, %9, %10, %11, %12, %13, %14, %15, "        \
+  "%8, %9, %10, %11, %12, %13, %14, %15"
+#define GDN_WGMMA_D0_31                           \
+  GDN_WGMMA_D0_15 ", "                            \
   "%16, %17, %18, %19, %20, %21, %22, %23, "      \
   "%24, %25, %26, %27, %28, %29, %30, %31"
 #define GDN_WGMMA_D32_63                          \
@@ -300,14 +303,17 @@ struct WgmmaTag {};
   "%40, %41, %42, %43, %44, %45, %46, %47, "      \
   "%48, %49, %50, %51, %52, %53, %54, %55, "      \
   "%56, %57, %58, %59, %60, %61, %62, %63"
+#define GDN_WGMMA_ACC_N32 "{" GDN_WGMMA_D0_15 "}"
 #define GDN_WGMMA_ACC_N64 "{" GDN_WGMMA_D0_31 "}"
 #define GDN_WGMMA_ACC_N128 "{" GDN_WGMMA_D0_31 ", " GDN_WGMMA_D32_63 "}"
-#define GDN_WGMMA_OUT_0_31                                                                     \
+#define GDN_WGMMA_OUT_0_15                                                                     \
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),         \
       "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), \
-      "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),           \
-      "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),           \
-      "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      "+f"(d[14]), "+f"(d[15])
+#define GDN_WGMMA_OUT_0_31                                                                  \
+  GDN_WGMMA_OUT_0_15, "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),     \
+      "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]),        \
+      "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
 #define GDN_WGMMA_OUT_32_63                                                                 \
   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]),            \
       "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),        \
@@ -315,6 +321,7 @@ struct WgmmaTag {};
       "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),        \
       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]),        \
       "+f"(d[62]), "+f"(d[63])
+#define GDN_WGMMA_OUT_N32 GDN_WGMMA_OUT_0_15
 #define GDN_WGMMA_OUT_N64 GDN_WGMMA_OUT_0_31
 #define GDN_WGMMA_OUT_N128 GDN_WGMMA_OUT_0_31, GDN_WGMMA_OUT_32_63
 
@@ -354,6 +361,8 @@ struct WgmmaTag {};
                  : "memory");                                                                   \
   }
 
+GDN_WGMMA_SS(__nv_bfloat16, "bf16", 32, 16, 17, 18, 19, 20, 21)
+GDN_WGMMA_SS(__half, "f16", 32, 16, 17, 18, 19, 20, 21)
 GDN_WGMMA_SS(__nv_bfloat16, "bf16", 64, 32, 33, 34, 35, 36, 37)
 GDN_WGMMA_SS(__half, "f16", 64, 32, 33, 34, 35, 36, 37)
 GDN_WGMMA_SS(__nv_bfloat16, "bf16", 128, 64, 65, 66, 67, 68, 69)
@@ -367,19 +376,23 @@ GDN_WGMMA_RS(__half, "f16", 128, 64, 65, 66, 67, 68, 69, 70, 71, 72)
 #undef GDN_WGMMA_SS
 #undef GDN_WGMMA_OUT_N128
 #undef GDN_WGMMA_OUT_N64
+#undef GDN_WGMMA_OUT_N32
 #undef GDN_WGMMA_OUT_32_63
 #undef GDN_WGMMA_OUT_0_31
+#undef GDN_WGMMA_OUT_0_15
 #undef GDN_WGMMA_ACC_N128
 #undef GDN_WGMMA_ACC_N64
+#undef GDN_WGMMA_ACC_N32
 #undef GDN_WGMMA_D32_63
 #undef GDN_WGMMA_D0_31
+#undef GDN_WGMMA_D0_15
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 // D[64, N] (+)= A[64, 16] B[16, N], A and B in shared memory.
 template <typename T, int N, int kTransB, int kScaleA = 1, int kScaleB = 1>
 __device__ __forceinline__ void WgmmaSs(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
                                         bool accumulate) {
-  static_assert(N == 64 || N == 128, "instantiated for N = 64, 128");
+  static_assert(N == 32 || N == 64 || N == 128, "instantiated for N = 32, 64, 128");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   WgmmaInstrSs<kTransB, kScaleA, kScaleB>(WgmmaTag<T, N>{}, d, desc_a, desc_b,
                                           accumulate ? 1u : 0u);
