@@ -86,8 +86,12 @@ __device__ __forceinline__ bool AuxBarrierAny(bool pred) {
 // tensor core's order, not TPrep's.
 __device__ __forceinline__ bool AuxKNorms(const float (&kk)[32], int w, int lane, int L,
                                           bool l2_norm, float* rk_s) {
+  // Selects, not branches: with an early return and per-row branches the
+  // overflow flag lived in local memory, and ncu put ~6% of the aux's
+  // samples on its reload (H100); the step time did not move measurably
+  // (bench/results/2026-12-06-aux-consumer-p, call 9).
   const int g = lane >> 2, q = lane & 3;
-  if (q != (g >> 1)) return false;
+  const bool owner = q == (g >> 1);
   bool overflow = false;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -97,18 +101,10 @@ __device__ __forceinline__ bool AuxKNorms(const float (&kk)[32], int w, int lane
     for (int ww = 0; ww < 4; ++ww) {  // constant register indices
       if (w == ww) d = (g & 1) ? kk[8 * ww + 6 * h + 1] : kk[8 * ww + 6 * h];
     }
-    float r = 0.f;
-    if (i < L) {
-      if (!l2_norm) {
-        r = 1.f;
-      } else if (isfinite(d)) {
-        r = 1.0f / sqrtf(d + kL2NormEps);
-      } else {
-        r = -1.f;
-        overflow = true;
-      }
-    }
-    rk_s[i] = r;
+    const bool valid = i < L, finite = isfinite(d);
+    const float r = !valid ? 0.f : !l2_norm ? 1.f : finite ? 1.0f / sqrtf(d + kL2NormEps) : -1.f;
+    if (owner) rk_s[i] = r;
+    overflow = overflow || (owner && valid && l2_norm && !finite);
   }
   return overflow;
 }
