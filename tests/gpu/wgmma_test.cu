@@ -1,6 +1,8 @@
 // wgmma (kernels/cuda/common/wgmma.cuh), the tensor-core GEMM the v8
 // chunked prefill is built on (bench/prefill/HOPPER_DESIGN.md §5 step 0):
-//   D[64, N] = A[64, K] B[K, N], fp32 accumulate, N in {64, 128},
+//   D[64, N] = A[64, K] B[K, N], fp32 accumulate, N in {64, 128} (and 32
+//   for the SS form with B K-major: the aux form's half of P,
+//   fused_chunk_aux.cuh IssuePHalf),
 //   K in {16, 64, 128}, bf16 and fp16, B K-major and MN-major, SW128 and
 //   non-swizzled shared layouts, SS form and RS form (A converted in
 //   registers from the fp32 accumulator of a previous wgmma, as the v8
@@ -293,11 +295,13 @@ template <typename Type>
 void RunGemmVariant(const GemmVariant& v) {
   uint64_t seed = 0x9e3779b97f4a7c15ull ^ (v.rs * 8 + v.b_mn * 4 + v.swizzle * 2 + v.bf16);
   for (const bool awkward : {false, true}) {
-    for (const int n : {64, 128}) {
+    for (const int n : {32, 64, 128}) {
+      if (n == 32 && (v.b_mn || v.rs)) continue;  // instantiated for SS, B K-major only
       for (const int k : {16, 64, 128}) {
         const GemmCase c{n, k, v.b_mn, v.rs, v.swizzle, awkward};
         ++seed;
         // Runtime -> template: N, B major, form.
+        if (n == 32) RunGemm<Type, 32, false, false>(c, seed);
         if (n == 64 && !v.b_mn && !v.rs) RunGemm<Type, 64, false, false>(c, seed);
         if (n == 64 && !v.b_mn && v.rs) RunGemm<Type, 64, false, true>(c, seed);
         if (n == 64 && v.b_mn && !v.rs) RunGemm<Type, 64, true, false>(c, seed);
