@@ -306,7 +306,7 @@ TEST(ForwardWireTest, SequencesInAnyFormScanAsProtobufParsesThem) {
   }
   const std::string refused[] = {
       "\x0a\x02\xff\xfe\x10\x01"s,  // an id that is not UTF-8
-      "\x0a\x05ab"s,                   // an id longer than the spec
+      "\x0a\x05" "ab"s,              // an id longer than the spec (split: "\x05ab" is one escape)
       "\x10"s,                          // a varint cut short
   };
   for (const std::string& spec : refused) {

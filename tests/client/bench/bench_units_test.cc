@@ -36,7 +36,7 @@ TEST(LengthSpecTest, ParsesEveryFormAndSamplesWithinIt) {
   EXPECT_TRUE(fixed->is_fixed());
   EXPECT_EQ(fixed->Sample(rng), a);
 
-  for (const std::string text : {absl::StrCat(a, ":", b), absl::StrCat("uniform:", a, ":", b)}) {
+  for (const std::string& text : {absl::StrCat(a, ":", b), absl::StrCat("uniform:", a, ":", b)}) {
     absl::StatusOr<LengthSpec> range = LengthSpec::Parse(text, "x");
     ASSERT_TRUE(range.ok()) << text << " " << range.status();
     double sum = 0;
