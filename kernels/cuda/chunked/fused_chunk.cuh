@@ -53,6 +53,7 @@
 
 #include "kernels/cuda/chunked/chunk_args.h"
 #include "kernels/cuda/chunked/fused_chunk_aux.cuh"
+#include "kernels/cuda/chunked/fused_chunk_loads.cuh"
 #include "kernels/cuda/chunked/fused_chunk_tiles.cuh"
 #include "kernels/cuda/chunked/mma_16bit.cuh"
 #include "kernels/cuda/common/mbarrier.cuh"
@@ -149,52 +150,8 @@ __global__ void __launch_bounds__(kAuxPrep ? kFusedAuxThreads : kFusedThreads, 1
       }
     }
     if (threadIdx.x == 0) {
-      // With the aux warpgroup: q, k, v only (the aux forms the rest).
-      TmaPrefetchDescriptor(&maps.q);
-      TmaPrefetchDescriptor(&maps.k);
-      TmaPrefetchDescriptor(&maps.v);
-      if constexpr (!kAuxPrep) {
-        TmaPrefetchDescriptor(&maps.t_hi);
-        TmaPrefetchDescriptor(&maps.t_lo);
-        TmaPrefetchDescriptor(&maps.p);
-        TmaPrefetchDescriptor(&maps.eg);
-        TmaPrefetchDescriptor(&maps.ed);
-        TmaPrefetchDescriptor(&maps.rq);
-        TmaPrefetchDescriptor(&maps.rk);
-      }
-      for (int cc = 0; cc < num_chunks; ++cc) {
-        const int stage = cc % kFusedStages;
-        const uint32_t use = cc / kFusedStages;
-        // The tile's flag (TPrep's), loaded while the stage is still in use.
-        const int32_t tile_rescaled =
-            kAuxPrep ? 0 : rescaled[(c_first + cc) * args.num_qk_heads + hq];
-        MbarrierWait(&empty[stage], (use & 1) ^ 1);  // use 0 passes at once
-        uint8_t* st = smem + stage * Sm::kStageBytes;
-        uint64_t* bar = &full[stage];
-        const int t0 = seq_t0 + cc * kChunk;
-        if constexpr (!kAuxPrep) stage_rescaled[stage] = tile_rescaled;
-        MbarrierArriveExpectTx(bar, Sm::TxBytes(kWithO, kAuxPrep));
-#pragma unroll
-        for (int b = 0; b < 2; ++b) {
-          TmaLoad3D(st + Sm::kQk + b * 16384, &maps.k, bar, 64 * b, hq, t0);
-          if constexpr (kWithO) {
-            TmaLoad3D(st + Sm::kQk + b * 16384 + 8192, &maps.q, bar, 64 * b, hq, t0);
-          }
-          TmaLoad3D(st + Sm::kV + b * 8192, &maps.v, bar, 64 * b, h, t0);
-        }
-        if constexpr (!kAuxPrep) {
-          const int c = c_first + cc;
-          const int ch = c * Hv + h;
-          const int cq = c * args.num_qk_heads + hq;
-          TmaLoad2D(st + Sm::kTHi, &maps.t_hi, bar, 0, ch * 64);
-          TmaLoad2D(st + Sm::kTLo, &maps.t_lo, bar, 0, ch * 64);
-          if constexpr (kWithO) TmaLoad2D(st + Sm::kP, &maps.p, bar, 0, ch * 64);
-          TmaLoad2D(st + Sm::kGates, &maps.eg, bar, 0, ch);
-          TmaLoad2D(st + Sm::kGates + 256, &maps.ed, bar, 0, ch);
-          TmaLoad2D(st + Sm::kGates + 512, &maps.rq, bar, 0, cq);
-          TmaLoad2D(st + Sm::kGates + 768, &maps.rk, bar, 0, cq);
-        }
-      }
+      FusedLoadLoop<kWithO, kAuxPrep>(maps, args, smem, full, empty, stage_rescaled, rescaled, h,
+                                      hq, c_first, seq_t0, num_chunks);
     }
     return;  // no CTA-wide barrier follows
   }
