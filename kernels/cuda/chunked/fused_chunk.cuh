@@ -42,7 +42,8 @@
 // may hold the next sequence's tokens (a box runs on) or TMA's zero fill
 // (past the tensor): finite either way.
 //
-// Shared memory and the consumers' tile operations: fused_chunk_tiles.cuh.
+// Shared memory and the consumers' tile operations: fused_chunk_tiles.cuh;
+// the producer's TMA loop: fused_chunk_loads.cuh.
 #ifndef GDN_KERNELS_CUDA_CHUNKED_FUSED_CHUNK_CUH_
 #define GDN_KERNELS_CUDA_CHUNKED_FUSED_CHUNK_CUH_
 
